@@ -1,0 +1,48 @@
+# Two commands set up a fresh machine: `make run` (the main job) and `make test`.
+PYTHON ?= python3.11
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export GX_ANALYTICS_ENABLED := false
+export DO_NOT_TRACK := 1
+
+.PHONY: install data run test lint format clean
+
+# torch first and alone: `torch==2.13.0` is the CPU build on this disk; everything else
+# is pinned in requirements.lock (regenerate with `make lock`).
+$(STAMP): requirements.lock pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found (Python 3.11 is required)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -r requirements.lock
+	$(PY) -m pip install -q --no-deps -e .
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+# The datasets are DVC-tracked; the default remote is the in-repo folder dvcstore/ (offline).
+data: install
+	@$(VENV)/bin/dvc pull -q
+
+run: data
+	$(VENV)/bin/r2a run
+
+test: data
+	$(VENV)/bin/pytest -q
+
+lint: install
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+
+format: install
+	$(VENV)/bin/ruff format . && $(VENV)/bin/ruff check --fix .
+
+lock: install
+	$(PY) -m pip freeze --exclude-editable | sed 's/^torch==\(.*\)+cpu/torch==\1/' > requirements.lock
+
+clean:
+	-$(VENV)/bin/r2a db down
+	rm -rf $(VENV) .pgdata

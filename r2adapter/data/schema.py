@@ -1,0 +1,51 @@
+"""The canonical schema every dataset adapter produces."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+
+def passage_id(title: str, text: str) -> str:
+    """Identity from title + text (HippoRAG's chunk id), never title alone.
+
+    MuSiQue has 1,890 passages under 1,764 titles, so titles are not unique.
+    """
+    return "chunk-" + hashlib.md5(f"{title}\n{text}".encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Passage:
+    id: str
+    title: str
+    text: str
+
+    @classmethod
+    def of(cls, title: str, text: str) -> Passage:
+        return cls(passage_id(title, text), title, text)
+
+
+@dataclass(frozen=True)
+class Query:
+    id: str
+    question: str
+    answers: list[str]
+    gold_passage_ids: list[str]
+    type: str
+    source: str
+    # False when some gold passage is not in the corpus (2Wiki: 140 of 1,000 questions).
+    gold_complete: bool = True
+
+
+@dataclass
+class Dataset:
+    name: str
+    corpus_format: str
+    query_format: str
+    passages: list[Passage]
+    queries: list[Query]
+    files: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def n_complete(self) -> int:
+        return sum(q.gold_complete for q in self.queries)

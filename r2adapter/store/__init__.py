@@ -1,0 +1,1 @@
+"""Postgres: embedded server, migrations, connection pool, loaders."""

@@ -1,0 +1,54 @@
+"""The `r2a` command as a user runs it: exit codes and one-line errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import run_cli
+
+
+def test_validate_2wiki_reports_complete_gold(pg_env: dict[str, str]) -> None:
+    r = run_cli(["data", "validate", "--dataset", "2wikimultihopqa"], pg_env)
+    assert r.returncode == 0, r.stderr
+    assert "1000 queries, 860 with complete gold" in r.stdout
+    assert r.stdout.count("PASS ") == 12 and "FAIL" not in r.stdout
+
+
+def test_bad_files_give_one_line(pg_env: dict[str, str], tmp_path: Path) -> None:
+    folder = tmp_path / "x"
+    folder.mkdir()
+    (folder / "x_corpus.json").write_text('[{"title": "T", "text": "t"}]')
+    r = run_cli(["data", "validate", "--dataset", str(folder)], pg_env)
+    assert r.returncode == 1 and "x.json: file not found" in r.stderr
+    (folder / "x.json").write_text("{bad")
+    r = run_cli(["data", "load", "--dataset", str(folder)], pg_env)
+    assert r.returncode == 1
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert "malformed JSON" in r.stderr
+    (folder / "x.json").write_text('[{"question": "q"}]')
+    r = run_cli(["data", "validate", "--dataset", str(folder)], pg_env)
+    assert r.returncode == 1 and "unknown query format" in r.stderr
+
+
+def test_db_status_and_load_twice(pg_env: dict[str, str]) -> None:
+    r = run_cli(["db", "status"], pg_env)
+    assert r.returncode == 0 and r.stdout.startswith("running")
+    assert run_cli(["data", "load", "--dataset", "hotpotqa"], pg_env).returncode == 0
+    r = run_cli(["data", "load", "--dataset", "hotpotqa"], pg_env)
+    assert r.returncode == 0 and "nothing changed" in r.stdout
+
+
+def test_db_down_stops_and_up_restarts(pg_env: dict[str, str], tmp_path: Path) -> None:
+    env = {
+        **pg_env,
+        "R2A_PGDATA": str(tmp_path / "pg2"),
+        "R2A_PG_PORT": str(int(pg_env["R2A_PG_PORT"]) + 1),
+    }
+    assert run_cli(["db", "up"], env).returncode == 0
+    assert run_cli(["db", "status"], env).stdout.startswith("running")
+    url = run_cli(["db", "url"], env).stdout.strip()
+    assert url.endswith(f"127.0.0.1:{env['R2A_PG_PORT']}/r2adapter")
+    assert run_cli(["db", "down"], env).returncode == 0
+    assert run_cli(["db", "status"], env).stdout.startswith("stopped")
+    r = run_cli(["data", "load", "--dataset", "sample"], env)
+    assert r.returncode == 1 and "database unreachable" in r.stderr

@@ -1,0 +1,93 @@
+"""Migrations, idempotent loads and rollback against a real Postgres + pgvector."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from r2adapter.config import settings
+from r2adapter.data.adapters import load_dataset
+from r2adapter.errors import DatabaseError
+from r2adapter.store.db import connection
+from r2adapter.store.load import load
+from r2adapter.store.migrate import available, migrate
+
+
+def _count(sql: str, *params: object) -> int:
+    with connection() as conn:
+        return int(conn.execute(sql, params).fetchone()[0])
+
+
+def test_migrations_twice_is_a_noop(pg_env: dict[str, str]) -> None:
+    migrate()
+    assert migrate() == []
+    assert _count("SELECT count(*) FROM schema_migrations") == len(available())
+    with connection() as conn:
+        ext = conn.execute("SELECT extversion FROM pg_extension WHERE extname='vector'").fetchone()
+        tables = {
+            r[0]
+            for r in conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema='public'"
+            )
+        }
+    assert ext is not None and ext[0].startswith("0.8")
+    assert {
+        "passages",
+        "queries",
+        "entities",
+        "facts",
+        "passage_entities",
+        "synonym_edges",
+        "labels",
+        "index_versions",
+        "passage_embeddings",
+    } <= tables
+
+
+def test_load_is_idempotent(pg_env: dict[str, str]) -> None:
+    ds = load_dataset("musique")
+    first = load(ds)
+    second = load(ds)
+    assert not second.changed
+    n = _count("SELECT count(*) FROM passages WHERE dataset='musique'")
+    assert n == 1890 and _count("SELECT count(*) FROM queries WHERE dataset='musique'") == 100
+    assert first.passages_added in (0, 1890)  # 0 when an earlier test already loaded it
+    row = _count(
+        "SELECT count(*) FROM queries WHERE dataset='musique' AND cardinality("
+        "gold_passage_ids) >= 2"
+    )
+    assert row == 100
+
+
+def test_failure_midway_rolls_back(pg_env: dict[str, str], tmp_path: Path) -> None:
+    dst = tmp_path / "sample"
+    shutil.copytree(settings().data_dir / "sample", dst)
+    load(load_dataset(str(dst)))
+    before = _count("SELECT count(*) FROM passages WHERE dataset='sample'")
+    corpus = json.loads((dst / "sample_corpus.json").read_text())
+    corpus.append({"title": "New", "text": "a new passage"})
+    corpus.append({"title": "Bad", "text": "NUL \u0000 is refused by Postgres text"})
+    (dst / "sample_corpus.json").write_text(json.dumps(corpus))
+    with pytest.raises(DatabaseError, match="nothing was written"):
+        load(load_dataset(str(dst)))
+    assert _count("SELECT count(*) FROM passages WHERE dataset='sample'") == before == 3
+    assert _count("SELECT count(*) FROM passages WHERE title='New'") == 0
+
+
+def test_database_down_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from r2adapter.store.db import close_pool
+
+    close_pool()
+    monkeypatch.setenv("R2A_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
+    settings.cache_clear()
+    try:
+        with pytest.raises(DatabaseError, match=r"127\.0\.0\.1:1"):
+            with connection():
+                pass
+    finally:
+        monkeypatch.delenv("R2A_DATABASE_URL")
+        settings.cache_clear()
+        close_pool()
