@@ -91,6 +91,67 @@ def _data_load(args: argparse.Namespace) -> int:
     return 0
 
 
+def _index(args: argparse.Namespace) -> int:
+    from r2adapter import steps
+
+    r = steps.index(args.dataset, args.openie)
+    c = r.counts
+    what = "new index version" if r.created else "index up to date, nothing rebuilt:"
+    print(
+        f"{r.dataset}: {what} {r.version} ({r.encoder}, openie {r.openie}): "
+        f"{c.get('passages', 0)} passages, {c.get('entities', 0)} entities, "
+        f"{c.get('facts', 0)} facts, {c.get('synonym_edges', 0)} synonym edges"
+    )
+    if r.created:
+        print("timings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in r.timings.items()))
+    return 0
+
+
+def _retrieve(args: argparse.Namespace) -> int:
+    import json
+
+    from r2adapter import steps
+
+    t0 = time.perf_counter()
+    hits = steps.retrieve(args.dataset, args.question, args.mode, args.top_k)
+    ms = (time.perf_counter() - t0) * 1000
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "dataset": args.dataset,
+                    "mode": args.mode,
+                    "latency_ms": ms,
+                    "hits": [h.__dict__ for h in hits],
+                }
+            )
+        )
+        return 0
+    for i, h in enumerate(hits, 1):
+        print(f"{i:>2}. {h.score:.4f}  {h.title}: {h.text[:100]}")
+    print(f"({args.mode}, {ms:.0f} ms)")
+    return 0
+
+
+def _evaluate_retrieval(args: argparse.Namespace) -> int:
+    import json
+
+    from r2adapter import steps
+
+    report = steps.evaluate_retrieval(args.dataset)
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    print(f"{report['dataset']}: {report['n_queries']} queries, openie {report['openie']}")
+    for mode, m in report["modes"].items():  # type: ignore[union-attr]
+        print(
+            f"  {mode:<6} R@2 {m['recall@2']:.3f}  R@5 {m['recall@5']:.3f}  "
+            f"FCR@5 {m['fcr@5']:.3f}  p50 {m['latency_ms_p50']:.1f} ms  "
+            f"p95 {m['latency_ms_p95']:.1f} ms"
+        )
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
     """The main job on embedded defaults."""
     from r2adapter import steps
@@ -148,6 +209,26 @@ def build_parser() -> argparse.ArgumentParser:
         c.set_defaults(func=func)
         if name == "validate":
             c.add_argument("--report", help="also write the figures as JSON (a DVC metric)")
+
+    idx = sub.add_parser("index", help="embed passages, run OpenIE, build the graph")
+    idx.add_argument("--dataset", required=True)
+    idx.add_argument("--openie", default="spacy", choices=["precomputed", "spacy", "llm"])
+    idx.set_defaults(func=_index)
+
+    ret = sub.add_parser("retrieve", help="top-k passages for a question")
+    ret.add_argument("--dataset", required=True)
+    ret.add_argument("--mode", default="dense", choices=["dense", "graph"])
+    ret.add_argument("--top-k", type=int, default=5)
+    ret.add_argument("--json", action="store_true")
+    ret.add_argument("question")
+    ret.set_defaults(func=_retrieve)
+
+    ev = sub.add_parser("evaluate", help="evaluation reports")
+    esub = ev.add_subparsers(dest="evaluate_command", required=True)
+    er = esub.add_parser("retrieval", help="dense vs graph: Recall@2/5, FCR@5, latency")
+    er.add_argument("--dataset", required=True)
+    er.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    er.set_defaults(func=_evaluate_retrieval)
 
     run = sub.add_parser("run", help="the main job end to end on embedded defaults")
     run.set_defaults(func=_run)

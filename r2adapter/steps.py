@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from r2adapter.data.adapters import load_dataset
 from r2adapter.data.validate import Report
 from r2adapter.data.validate import validate as _validate
+from r2adapter.errors import R2AError
 from r2adapter.store.load import LoadResult
 from r2adapter.store.load import load as _load
+
+if TYPE_CHECKING:
+    from r2adapter.index.build import IndexReport
+    from r2adapter.retrieve.base import Hit
 
 SHIPPED_DATASETS = ("sample", "musique", "hotpotqa", "2wikimultihopqa")
 
@@ -19,3 +26,28 @@ def validate(dataset: str) -> Report:
 def load(dataset: str) -> LoadResult:
     """Passages and queries into Postgres in one transaction."""
     return _load(load_dataset(dataset))
+
+
+def index(dataset: str, openie: str = "spacy") -> IndexReport:
+    """Embed passages, run OpenIE, build the knowledge graph (ARCHITECTURE.md step 2)."""
+    from r2adapter.index.build import build_index
+
+    return build_index(dataset, openie)
+
+
+def retrieve(dataset: str, question: str, mode: str = "dense", k: int = 5) -> list[Hit]:
+    from r2adapter.retrieve.base import check_query
+    from r2adapter.retrieve.dense import DenseRetriever
+    from r2adapter.retrieve.graph import GraphRetriever
+
+    question = check_query(question)
+    if not 1 <= k <= 100:
+        raise R2AError(f"--top-k must be between 1 and 100, not {k}")
+    retriever = DenseRetriever(dataset) if mode == "dense" else GraphRetriever(dataset)
+    return retriever.retrieve(question, k)
+
+
+def evaluate_retrieval(dataset: str) -> dict[str, object]:
+    from r2adapter.evaluate.retrieval import evaluate_retrieval as _evaluate
+
+    return _evaluate(dataset)

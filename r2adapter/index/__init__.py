@@ -1,0 +1,1 @@
+"""Indexing: OpenIE backends, knowledge-graph construction, index builds."""

@@ -1,0 +1,140 @@
+"""`r2a index`: embed passages into pgvector, run OpenIE, build the knowledge graph and
+write it as one index version. Each stage reuses what earlier runs stored (embeddings by
+encoder, OpenIE by passage hash, phrase/fact embeddings by text), so a second run adds only
+what is new, and a run with nothing new writes nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+from tqdm import tqdm
+
+from r2adapter.config import GraphParams
+from r2adapter.data.adapters import load_dataset, resolve_dataset_dir
+from r2adapter.index.encoder import Encoder, get_encoder
+from r2adapter.index.graph import build_parts, synonym_edges
+from r2adapter.index.openie import Extraction, OpenIE, get_openie
+from r2adapter.store import graph_store as gs
+from r2adapter.store.load import load as load_into_db
+
+Log = Callable[[str], None]
+
+
+@dataclass
+class IndexReport:
+    dataset: str
+    version: int
+    created: bool
+    encoder: str
+    openie: str
+    counts: dict[str, int] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def make_openie(backend: str, dataset: str) -> OpenIE:
+    if backend == "precomputed":
+        from r2adapter.index.openie_precomputed import find_openie_file
+
+        _, folder = resolve_dataset_dir(dataset)
+        return get_openie(
+            "precomputed", path=find_openie_file(folder), corpus=load_dataset(dataset).passages
+        )
+    return get_openie(backend)
+
+
+def _embed_cached(enc: Encoder, kind: str, texts: list[str], log: Log) -> np.ndarray:
+    have = gs.cached_text_embeddings(enc.name, kind, texts)
+    todo = [t for t in texts if t not in have]
+    if todo:
+        log(f"embedding {len(todo)} new {kind} texts ({len(have)} cached)")
+        new = enc.encode(todo, progress=True, desc=f"embed {kind}s")
+        gs.save_text_embeddings(enc.name, kind, todo, new)
+        have.update(zip(todo, new, strict=True))
+    if not texts:
+        return np.zeros((0, enc.dim), dtype=np.float32)
+    return np.stack([have[t] for t in texts])
+
+
+def build_index(dataset: str, openie: str = "spacy", log: Log = print) -> IndexReport:
+    params = GraphParams()
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    ds = load_dataset(dataset)
+    load_into_db(ds)  # idempotent: the index always matches the stored corpus
+    name = ds.name
+    passages = gs.stored_passages(name)
+    timings["load"] = time.perf_counter() - t0
+
+    t = time.perf_counter()
+    enc = get_encoder()
+    timings["encoder_load"] = time.perf_counter() - t
+    t = time.perf_counter()
+    todo = gs.missing_passage_embeddings(name, enc.name)
+    if todo:
+        log(f"embedding {len(todo)} new passages ({len(passages) - len(todo)} already stored)")
+        emb = enc.encode(
+            [f"{p.title}\n{p.text}" for p in todo], progress=True, desc="embed passages"
+        )
+        gs.save_passage_embeddings(name, enc.name, [p.id for p in todo], emb)
+    timings["passage_embeddings"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    backend = make_openie(openie, dataset)
+    key = backend.cache_key()
+    ids = [p.id for p in passages]
+    cached = gs.cached_extractions(key, ids)
+    missing = [p for p in passages if p.id not in cached]
+    if missing:
+        log(f"OpenIE ({key}) on {len(missing)} new passages ({len(cached)} cached)")
+        step = 256
+        with tqdm(total=len(missing), desc=f"openie {openie}", unit="passage") as bar:
+            for i in range(0, len(missing), step):
+                chunk = missing[i : i + step]
+                out = backend.extract(chunk)
+                gs.save_extractions(key, [(p.id, ex) for p, ex in zip(chunk, out, strict=True)])
+                cached.update((p.id, ex) for p, ex in zip(chunk, out, strict=True))
+                bar.update(len(chunk))
+    extractions: list[Extraction] = [cached[p.id] for p in passages]
+    timings["openie"] = time.perf_counter() - t
+
+    signature = hashlib.sha256(
+        "\0".join(
+            [enc.name, key, str(params.synonym_threshold), str(params.synonym_top_k), *ids]
+        ).encode()
+    ).hexdigest()
+    latest = gs.latest_version(name)
+    if latest is not None and latest.signature == signature:
+        return IndexReport(name, latest.id, False, enc.name, key, latest.counts, timings)
+
+    t = time.perf_counter()
+    parts = build_parts(ids, extractions)
+    ent_emb = _embed_cached(enc, "entity", parts.entities, log)
+    timings["entity_embeddings"] = time.perf_counter() - t
+    t = time.perf_counter()
+    _embed_cached(enc, "fact", parts.fact_texts(), log)
+    timings["fact_embeddings"] = time.perf_counter() - t
+    t = time.perf_counter()
+    synonyms = synonym_edges(
+        ent_emb, parts.entities, params.synonym_threshold, params.synonym_top_k
+    )
+    timings["synonyms"] = time.perf_counter() - t
+    counts = {
+        "passages": len(passages),
+        "entities": len(parts.entities),
+        "facts": len(parts.facts),
+        "passage_entity_edges": len(parts.passage_entities),
+        "synonym_edges": len(synonyms),
+        "passages_without_facts": sum(not ex.triples for ex in extractions),
+    }
+    t = time.perf_counter()
+    version = gs.write_version(
+        name, enc.name, enc.dim, key, signature, parts, synonyms, counts, timings
+    )
+    timings["write"] = time.perf_counter() - t
+    timings["total"] = time.perf_counter() - t0
+    gs.update_timings(version, timings)
+    return IndexReport(name, version, True, enc.name, key, counts, timings)

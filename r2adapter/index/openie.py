@@ -1,0 +1,80 @@
+"""OpenIE behind one protocol: passages in, entities and [subject, relation, object] out.
+
+Backends register by name (`precomputed`, `spacy`, `llm`); results are cached per passage
+hash by the index build, so a backend never sees a passage twice.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from r2adapter.data.schema import Passage
+from r2adapter.errors import R2AError
+
+Triple = tuple[str, str, str]
+
+
+@dataclass(frozen=True)
+class Extraction:
+    entities: list[str] = field(default_factory=list)
+    triples: list[Triple] = field(default_factory=list)
+
+
+class OpenIE(ABC):
+    """`extract(passages) -> one Extraction per passage, in order`."""
+
+    name: str = ""
+
+    @abstractmethod
+    def extract(self, passages: Sequence[Passage]) -> list[Extraction]: ...
+
+    def cache_key(self) -> str:
+        """Backend identity for the cache; include anything that changes the output."""
+        return self.name
+
+
+_REGISTRY: dict[str, Callable[..., OpenIE]] = {}
+
+
+def register(name: str) -> Callable[[Callable[..., OpenIE]], Callable[..., OpenIE]]:
+    def deco(factory: Callable[..., OpenIE]) -> Callable[..., OpenIE]:
+        _REGISTRY[name] = factory
+        return factory
+
+    return deco
+
+
+_MODULES = {
+    "precomputed": "r2adapter.index.openie_precomputed",
+    "spacy": "r2adapter.index.openie_spacy",
+    "llm": "r2adapter.index.openie_llm",
+}
+
+
+def get_openie(name: str, **kwargs: object) -> OpenIE:
+    if name not in _MODULES:
+        raise R2AError(f"unknown OpenIE backend '{name}': choose one of {', '.join(_MODULES)}")
+    importlib.import_module(_MODULES[name])  # the backend registers itself on import
+    return _REGISTRY[name](**kwargs)
+
+
+def normalize_phrase(text: str) -> str:
+    """HippoRAG's phrase key: lower case, non-alphanumerics to spaces, spaces collapsed."""
+    return " ".join(re.sub(r"[^a-z0-9 ]", " ", text.lower()).split())
+
+
+def clean_triples(raw: object) -> list[Triple]:
+    """Keep well-formed [s, r, o] string triples with non-empty normalised ends."""
+    out: list[Triple] = []
+    if not isinstance(raw, list):
+        return out
+    for t in raw:
+        if isinstance(t, list | tuple) and len(t) == 3 and all(isinstance(x, str) for x in t):
+            s, r, o = (x.strip() for x in t)
+            if normalize_phrase(s) and normalize_phrase(o) and r:
+                out.append((s, r, o))
+    return out

@@ -1,0 +1,1 @@
+"""Retrievers behind one protocol: dense (pgvector) and graph (Personalized PageRank)."""

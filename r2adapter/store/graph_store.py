@@ -1,0 +1,294 @@
+"""Index versions, embeddings and graph tables in Postgres: write one version in one
+transaction, read the latest version back."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import psycopg
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from r2adapter.config import GraphParams
+from r2adapter.data.schema import Passage
+from r2adapter.errors import R2AError
+from r2adapter.index.graph import GraphParts
+from r2adapter.index.openie import Extraction
+from r2adapter.store.db import connection
+
+
+@dataclass(frozen=True)
+class IndexVersion:
+    id: int
+    dataset: str
+    encoder: str
+    dim: int
+    openie: str
+    signature: str
+    counts: dict[str, int]
+
+
+class NotIndexedError(R2AError):
+    pass
+
+
+def as_array(value: object) -> np.ndarray:
+    """pgvector's Vector/HalfVector (or a plain sequence) as a float32 array."""
+    to_numpy = getattr(value, "to_numpy", None)
+    return np.asarray(to_numpy() if to_numpy else value, dtype=np.float32)
+
+
+def vector_type(dim: int) -> sql.Composable:
+    """`vector(d)`, or `halfvec(d)` above 2,000 dimensions (pgvector's HNSW limit)."""
+    kind = "halfvec" if dim > GraphParams().halfvec_above_dim else "vector"
+    return sql.SQL("{}({})").format(sql.SQL(kind), sql.Literal(dim))
+
+
+def _ops(dim: int) -> sql.Composable:
+    return sql.SQL(
+        "halfvec_cosine_ops" if dim > GraphParams().halfvec_above_dim else "vector_cosine_ops"
+    )
+
+
+def hnsw_index_name(dataset: str, encoder: str) -> str:
+    return "pe_hnsw_" + hashlib.md5(f"{dataset}\0{encoder}".encode()).hexdigest()[:16]
+
+
+def ensure_hnsw_index(conn: psycopg.Connection, dataset: str, encoder: str, dim: int) -> None:
+    """A partial HNSW expression index per (dataset, encoder), cosine distance."""
+    conn.execute(
+        sql.SQL(
+            "CREATE INDEX IF NOT EXISTS {name} ON passage_embeddings USING hnsw "
+            "((embedding::{vt}) {ops}) WHERE dataset = {ds} AND encoder = {enc}"
+        ).format(
+            name=sql.Identifier(hnsw_index_name(dataset, encoder)),
+            vt=vector_type(dim),
+            ops=_ops(dim),
+            ds=sql.Literal(dataset),
+            enc=sql.Literal(encoder),
+        )
+    )
+
+
+def stored_passages(dataset: str) -> list[Passage]:
+    with connection() as conn:
+        rows = conn.execute(
+            "SELECT id, title, text FROM passages WHERE dataset = %s ORDER BY id", (dataset,)
+        ).fetchall()
+    return [Passage(*r) for r in rows]
+
+
+def missing_passage_embeddings(dataset: str, encoder: str) -> list[Passage]:
+    with connection() as conn:
+        rows = conn.execute(
+            "SELECT p.id, p.title, p.text FROM passages p LEFT JOIN passage_embeddings e"
+            " ON e.dataset = p.dataset AND e.passage_id = p.id AND e.encoder = %s"
+            " WHERE p.dataset = %s AND e.passage_id IS NULL ORDER BY p.id",
+            (encoder, dataset),
+        ).fetchall()
+    return [Passage(*r) for r in rows]
+
+
+def save_passage_embeddings(
+    dataset: str, encoder: str, ids: Sequence[str], emb: np.ndarray
+) -> None:
+    with connection() as conn, conn.transaction(), conn.cursor() as cur:
+        with cur.copy(
+            "COPY passage_embeddings (dataset, passage_id, encoder, embedding) FROM STDIN"
+        ) as copy:
+            for pid, vec in zip(ids, emb, strict=True):
+                copy.write_row((dataset, pid, encoder, _vec_text(vec)))
+
+
+def _vec_text(vec: np.ndarray) -> str:
+    return "[" + ",".join(f"{x:.7g}" for x in vec.tolist()) + "]"
+
+
+def passage_embeddings(dataset: str, encoder: str) -> tuple[list[str], np.ndarray]:
+    with connection() as conn:
+        rows = conn.execute(
+            "SELECT passage_id, embedding FROM passage_embeddings WHERE dataset = %s AND"
+            " encoder = %s ORDER BY passage_id",
+            (dataset, encoder),
+        ).fetchall()
+    if not rows:
+        return [], np.zeros((0, 0), dtype=np.float32)
+    return [r[0] for r in rows], np.stack([as_array(r[1]) for r in rows])
+
+
+# ---- OpenIE cache ----------------------------------------------------------------------
+
+
+def cached_extractions(backend: str, ids: Sequence[str]) -> dict[str, Extraction]:
+    with connection() as conn:
+        rows = conn.execute(
+            "SELECT passage_hash, entities, triples FROM openie_cache WHERE backend = %s AND"
+            " passage_hash = ANY(%s)",
+            (backend, list(ids)),
+        ).fetchall()
+    return {h: Extraction(list(e), [tuple(t) for t in tr]) for h, e, tr in rows}  # type: ignore[misc]
+
+
+def save_extractions(backend: str, items: Iterable[tuple[str, Extraction]]) -> None:
+    with connection() as conn, conn.transaction():
+        conn.cursor().executemany(
+            "INSERT INTO openie_cache (backend, passage_hash, entities, triples) VALUES"
+            " (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+            [
+                (backend, h, Jsonb(ex.entities), Jsonb([list(t) for t in ex.triples]))
+                for h, ex in items
+            ],
+        )
+
+
+# ---- phrase and fact embeddings, cached by text ------------------------------------------
+
+
+def cached_text_embeddings(encoder: str, kind: str, texts: Sequence[str]) -> dict[str, np.ndarray]:
+    with connection() as conn:
+        rows = conn.execute(
+            "SELECT text, embedding FROM text_embeddings WHERE encoder = %s AND kind = %s AND"
+            " text = ANY(%s)",
+            (encoder, kind, list(texts)),
+        ).fetchall()
+    return {t: as_array(e) for t, e in rows}
+
+
+def save_text_embeddings(encoder: str, kind: str, texts: Sequence[str], emb: np.ndarray) -> None:
+    with connection() as conn, conn.transaction(), conn.cursor() as cur:
+        cur.execute("CREATE TEMP TABLE te_in (LIKE text_embeddings) ON COMMIT DROP")
+        with cur.copy("COPY te_in (encoder, kind, text, embedding) FROM STDIN") as copy:
+            for t, vec in zip(texts, emb, strict=True):
+                copy.write_row((encoder, kind, t, _vec_text(vec)))
+        cur.execute("INSERT INTO text_embeddings SELECT * FROM te_in ON CONFLICT DO NOTHING")
+
+
+# ---- index versions --------------------------------------------------------------------
+
+
+def latest_version(dataset: str) -> IndexVersion | None:
+    with connection() as conn:
+        row = conn.execute(
+            "SELECT id, dataset, encoder, dim, openie, signature, counts FROM index_versions"
+            " WHERE dataset = %s ORDER BY id DESC LIMIT 1",
+            (dataset,),
+        ).fetchone()
+    return IndexVersion(*row) if row else None
+
+
+def require_version(dataset: str) -> IndexVersion:
+    v = latest_version(dataset)
+    if v is None:
+        raise NotIndexedError(
+            f"dataset '{dataset}' is not indexed: run `r2a index --dataset {dataset}` first"
+        )
+    return v
+
+
+def write_version(
+    dataset: str,
+    encoder: str,
+    dim: int,
+    openie: str,
+    signature: str,
+    parts: GraphParts,
+    synonyms: Sequence[tuple[int, int, float]],
+    counts: dict[str, int],
+    timings: dict[str, float],
+) -> int:
+    """One transaction: the version row and all its graph rows, or nothing."""
+    with connection() as conn, conn.transaction():
+        ensure_hnsw_index(conn, dataset, encoder, dim)
+        vid = conn.execute(
+            "INSERT INTO index_versions (dataset, encoder, dim, openie, signature, counts,"
+            " timings) VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id",
+            (dataset, encoder, dim, openie, signature, Jsonb(counts), Jsonb(timings)),
+        ).fetchone()[0]
+        with conn.cursor() as cur:
+            _copy(
+                cur,
+                "entities (index_version, id, name)",
+                ((vid, i, name) for i, name in enumerate(parts.entities)),
+            )
+            _copy(
+                cur,
+                "facts (index_version, id, subject_id, relation, object_id, weight)",
+                (
+                    (vid, i, s, r, o, w)
+                    for i, ((s, r, o), w) in enumerate(
+                        zip(parts.facts, parts.fact_weight, strict=True)
+                    )
+                ),
+            )
+            _copy(
+                cur,
+                "fact_passages (index_version, fact_id, passage_id)",
+                ((vid, f, p) for f, p in parts.fact_passages),
+            )
+            _copy(
+                cur,
+                "passage_entities (index_version, passage_id, entity_id)",
+                ((vid, p, e) for p, e in parts.passage_entities),
+            )
+            _copy(
+                cur,
+                "synonym_edges (index_version, a, b, score)",
+                ((vid, a, b, s) for a, b, s in synonyms),
+            )
+    return int(vid)
+
+
+def update_timings(version: int, timings: dict[str, float]) -> None:
+    with connection() as conn:
+        conn.execute(
+            "UPDATE index_versions SET timings = %s WHERE id = %s", (Jsonb(timings), version)
+        )
+
+
+def _copy(cur: psycopg.Cursor, target: str, rows: Iterable[tuple[object, ...]]) -> None:
+    with cur.copy(f"COPY {target} FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row(row)
+
+
+@dataclass
+class GraphRows:
+    entities: list[str]
+    facts: list[tuple[int, str, int, float]]  # subject, relation, object, weight
+    passage_entities: list[tuple[str, int]]
+    synonyms: list[tuple[int, int, float]]
+
+
+def read_graph_rows(version: int) -> GraphRows:
+    with connection() as conn:
+        ents = [
+            r[0]
+            for r in conn.execute(
+                "SELECT name FROM entities WHERE index_version = %s ORDER BY id", (version,)
+            )
+        ]
+        facts = conn.execute(
+            "SELECT subject_id, relation, object_id, weight FROM facts WHERE index_version = %s"
+            " ORDER BY id",
+            (version,),
+        ).fetchall()
+        pe = conn.execute(
+            "SELECT passage_id, entity_id FROM passage_entities WHERE index_version = %s",
+            (version,),
+        ).fetchall()
+        syn = conn.execute(
+            "SELECT a, b, score FROM synonym_edges WHERE index_version = %s", (version,)
+        ).fetchall()
+    return GraphRows(ents, facts, pe, syn)
+
+
+def passages_by_id(dataset: str, ids: Sequence[str]) -> dict[str, Passage]:
+    with connection() as conn:
+        rows = conn.execute(
+            "SELECT id, title, text FROM passages WHERE dataset = %s AND id = ANY(%s)",
+            (dataset, list(ids)),
+        ).fetchall()
+    return {r[0]: Passage(*r) for r in rows}
