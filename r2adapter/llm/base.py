@@ -1,0 +1,107 @@
+"""The LLM protocol, its settings from the environment, and a registry of backends by name.
+
+`get_llm()` picks the backend named by `R2A_LLM_BACKEND`, else `openai` when
+`R2A_LLM_BASE_URL` is set, else none (callers skip with a note). A backend factory gets the
+settings and returns a client, or None when it is not configured.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from r2adapter.errors import R2AError
+
+Message = dict[str, str]
+_N = TypeVar("_N", int, float)
+
+
+class LLMError(R2AError):
+    """An LLM call failed: timeout, HTTP error, malformed reply, or bad configuration."""
+
+
+class LLM(ABC):
+    """Chat completion: messages in (`{"role": ..., "content": ...}`), reply text out."""
+
+    backend: str = ""  # registry name, e.g. "openai"
+    model: str = ""  # model name; part of any cache key built on this client's output
+
+    @abstractmethod
+    def complete(
+        self,
+        messages: list[Message],
+        *,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        timeout: float | None = None,
+    ) -> str: ...
+
+    @property
+    def identity(self) -> str:
+        """`backend:model`, for cache keys: different models give different output."""
+        return f"{self.backend}:{self.model}"
+
+    def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
+        """Release connections or model memory; the default holds nothing."""
+
+
+@dataclass(frozen=True)
+class LLMSettings:
+    backend: str | None  # R2A_LLM_BACKEND; None: "openai" if base_url is set, else no LLM
+    base_url: str | None  # R2A_LLM_BASE_URL, e.g. http://localhost:8000/v1
+    model: str | None  # R2A_LLM_MODEL
+    api_key: str | None  # R2A_LLM_API_KEY, sent as a Bearer token when set
+    timeout: float  # R2A_LLM_TIMEOUT: seconds per call
+    max_attempts: int  # R2A_LLM_MAX_ATTEMPTS: tries on connect errors, 5xx and 429
+
+    @classmethod
+    def from_env(cls) -> LLMSettings:
+        return cls(
+            backend=os.environ.get("R2A_LLM_BACKEND") or None,
+            base_url=os.environ.get("R2A_LLM_BASE_URL") or None,
+            model=os.environ.get("R2A_LLM_MODEL") or None,
+            api_key=os.environ.get("R2A_LLM_API_KEY") or None,
+            timeout=_env_number("R2A_LLM_TIMEOUT", 60.0, float),
+            max_attempts=_env_number("R2A_LLM_MAX_ATTEMPTS", 3, int),
+        )
+
+
+def _env_number(name: str, default: _N, kind: type[_N]) -> _N:
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise LLMError(f"{name}={raw!r} is not a number") from None
+    if value <= 0:
+        raise LLMError(f"{name}={raw!r} must be positive")
+    return value
+
+
+LLMFactory = Callable[[LLMSettings], "LLM | None"]
+_BACKENDS: dict[str, LLMFactory] = {}
+
+
+def register_llm(name: str) -> Callable[[LLMFactory], LLMFactory]:
+    def deco(factory: LLMFactory) -> LLMFactory:
+        _BACKENDS[name] = factory
+        return factory
+
+    return deco
+
+
+def get_llm(name: str | None = None) -> LLM | None:
+    """The configured LLM client, or None when none is configured."""
+    from r2adapter.llm import openai_compat  # noqa: F401 - backends register on import
+
+    cfg = LLMSettings.from_env()
+    name = name or cfg.backend or ("openai" if cfg.base_url else None)
+    if name is None:
+        return None
+    if name not in _BACKENDS:
+        raise LLMError(f"unknown LLM backend '{name}': choose one of {', '.join(_BACKENDS)}")
+    return _BACKENDS[name](cfg)

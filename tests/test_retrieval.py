@@ -1,0 +1,116 @@
+"""Index build and retrieval against the real Postgres + pgvector, with the real encoder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from r2adapter.data.adapters import load_dataset
+from r2adapter.errors import DataError, R2AError
+from r2adapter.index.build import build_index
+from r2adapter.index.graph import build_parts
+from r2adapter.index.openie import Extraction
+from r2adapter.index.openie_precomputed import PrecomputedOpenIE, find_openie_file
+from r2adapter.retrieve.dense import DenseRetriever, check_encoder
+from r2adapter.retrieve.graph import GraphRetriever
+from r2adapter.store import graph_store as gs
+from r2adapter.store.db import connection
+from r2adapter.store.load import load
+from tests.conftest import run_cli
+
+
+@pytest.fixture(scope="module")
+def sample_index(pg_env: dict[str, str]) -> gs.IndexVersion:
+    build_index("sample", "precomputed", log=lambda _: None)
+    return gs.require_version("sample")
+
+
+def test_index_counts_and_idempotence(sample_index: gs.IndexVersion) -> None:
+    c = sample_index.counts
+    assert c["passages"] == 3 and c["facts"] > 20 and c["entities"] > 15
+    again = build_index("sample", "precomputed", log=lambda _: None)
+    assert not again.created and again.version == sample_index.id
+    with connection() as conn:
+        n = conn.execute(
+            "SELECT count(*) FROM passage_embeddings WHERE dataset='sample'"
+        ).fetchone()[0]
+        dim = conn.execute(
+            "SELECT vector_dims(embedding) FROM passage_embeddings LIMIT 1"
+        ).fetchone()[0]
+        idx = conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = %s",
+            (gs.hnsw_index_name("sample", sample_index.encoder),),
+        ).fetchone()
+    assert (n, dim) == (3, 384)
+    assert idx is not None and "hnsw" in idx[0] and "vector_cosine_ops" in idx[0]
+
+
+def test_dense_and_graph_find_the_gold(sample_index: gs.IndexVersion) -> None:
+    for retriever in (DenseRetriever("sample"), GraphRetriever("sample")):
+        for question, title in (
+            ("When was Thomas Christian Sudhof born?", "Thomas C. Sudhof"),
+            ("Who founded BrainCheck?", "David Eagleman"),
+        ):
+            hits = retriever.retrieve(question, 3)
+            assert len(hits) == 3 and hits[0].title == title, (retriever.mode, hits)
+            assert hits[0].score >= hits[1].score >= hits[2].score
+
+
+def test_graph_uses_the_facts(sample_index: gs.IndexVersion) -> None:
+    g = GraphRetriever("sample")
+    scores, graph, matched = g.scores(g.encoder.encode_query("Who won the Nobel Prize?"))
+    assert matched and graph.transition.matrix.shape[0] == graph.n_nodes
+    assert len(scores) == 3 and abs(scores.sum()) > 0
+
+
+def test_bad_queries_and_unindexed_dataset(sample_index: gs.IndexVersion) -> None:
+    with pytest.raises(R2AError, match="empty"):
+        DenseRetriever("sample").retrieve("   ")
+    with pytest.raises(R2AError, match="limit is 2000"):
+        GraphRetriever("sample").retrieve("x" * 2001)
+    load(load_dataset("hotpotqa"))
+    with pytest.raises(R2AError, match="run `r2a index --dataset hotpotqa` first"):
+        DenseRetriever("hotpotqa")
+
+
+def test_other_encoder_is_refused(sample_index: gs.IndexVersion) -> None:
+    class Other:
+        name, dim = "nvidia/NV-Embed-v2", 4096
+
+    with pytest.raises(R2AError, match="built with all-MiniLM-L6-v2"):
+        check_encoder(sample_index, Other())  # type: ignore[arg-type]
+
+
+def test_openie_file_that_does_not_match_the_corpus(pg_env: dict[str, str]) -> None:
+    ds = load_dataset("musique")
+    backend = PrecomputedOpenIE(find_openie_file(Path(ds.files["corpus"]).parent), ds.passages)
+    with pytest.raises(DataError, match="does not match the corpus: 3 of 3"):
+        backend.extract(load_dataset("sample").passages)
+
+
+def test_failed_build_keeps_previous_index(sample_index: gs.IndexVersion) -> None:
+    parts = build_parts(["x"], [Extraction([], [("a", "r\u0000", "c")])])
+    with pytest.raises(psycopg.Error):
+        gs.write_version("sample", "all-MiniLM-L6-v2", 384, "test", "sig", parts, [], {}, {})
+    latest = gs.require_version("sample")
+    assert latest.id == sample_index.id
+    assert GraphRetriever("sample").retrieve("Alzheimer's", 1)
+
+
+def test_cli_index_retrieve_evaluate(sample_index: gs.IndexVersion, pg_env: dict[str, str]) -> None:
+    r = run_cli(["index", "--dataset", "sample", "--openie", "precomputed"], pg_env)
+    assert r.returncode == 0 and "up to date" in r.stdout, r.stderr
+    r = run_cli(["evaluate", "retrieval", "--dataset", "sample", "--json"], pg_env)
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout.strip().splitlines()[-1])
+    assert report["n_queries"] == 1 and set(report["modes"]) == {"dense", "graph"}
+    for m in report["modes"].values():
+        assert {"recall@2", "recall@5", "fcr@5", "latency_ms_p50", "latency_ms_p95"} <= set(m)
+        assert m["recall@5"] == 1.0
+    r = run_cli(["retrieve", "--dataset", "sample", "--mode", "graph", " "], pg_env)
+    assert r.returncode == 1 and r.stderr.strip() == "error: the query is empty: give a question"
+    r = run_cli(["retrieve", "--dataset", "musique", "Who?"], pg_env)
+    assert r.returncode == 1 and "run `r2a index --dataset musique` first" in r.stderr
