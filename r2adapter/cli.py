@@ -152,6 +152,98 @@ def _evaluate_retrieval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _label(args: argparse.Namespace) -> int:
+    from r2adapter import steps
+    from r2adapter.label.stats import format_stats
+
+    r = steps.label(args.dataset, args.rule)
+    print(format_stats(r.stats))
+    print("rule comparison (oracle vs single retrievers, all labelled queries):")
+    for rule, m in r.rule_comparison.items():
+        print(
+            f"  {rule:<11} oracle R@2 {m['oracle_recall@2']:.3f} R@5 {m['oracle_recall@5']:.3f}"
+            f" (dense R@2 {m['dense_recall@2']:.3f} R@5 {m['dense_recall@5']:.3f}, graph R@5 "
+            f"{m['graph_recall@5']:.3f}); graph preferred {m['graph_preference']:.0%}"
+        )
+    print(f"{r.dataset}: {len(r.records)} labels ({r.rule}) → {r.path} (md5 {r.md5})")
+    return 0
+
+
+def _train(args: argparse.Namespace) -> int:
+    from r2adapter import steps
+
+    r = steps.train(args.dataset, args.backbone, epochs=args.epochs)
+    t = r.test
+    print(
+        f"{r.kind}: registered version {r.version} as candidate (run {r.run_id[:8]}); "
+        f"τ* {r.tau:.2f} at step {r.best_step}/{r.steps} on {r.accelerator}, {r.seconds:.0f} s"
+    )
+    if t:
+        print(
+            f"test split: graph F1 {t['f1_graph']:.3f}, recall {t['recall_graph']:.3f}, "
+            f"usage {t['graph_usage']:.2f}, hybrid R@5 {t['recall@5']:.3f}"
+        )
+    return 0
+
+
+def _promote(args: argparse.Namespace) -> int:
+    from r2adapter import steps
+
+    r = steps.promote(args.router, args.dataset)
+    verb = "promoted" if r.promoted else "kept the champion"
+    before = f"v{r.champion_before}" if r.champion_before else "none"
+    print(
+        f"{r.kind}: {verb}: candidate v{r.candidate} vs champion {before}: " + "; ".join(r.reasons)
+    )
+    for name, m in (("candidate", r.candidate_metrics), ("champion", r.champion_metrics)):
+        if m:
+            print(
+                f"  {name:<9} R@5 {m['recall@5']:.3f}  F1g {m['f1_graph']:.3f}  recall_g "
+                f"{m['recall_graph']:.3f}  usage {m['graph_usage']:.2f}"
+            )
+    return 0
+
+
+def _models(args: argparse.Namespace) -> int:
+    import json
+
+    from r2adapter.registry.models import list_models
+
+    rows = list_models()
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    if not rows:
+        print("no registered routers: run `r2a train`")
+    for m in rows:
+        gate = "  ".join(f"{k} {v:.3f}" for k, v in m["gate"].items())
+        print(f"{m['name']:<18} v{m['version']:<3} {','.join(m['aliases']) or '-':<20} {gate}")
+    return 0
+
+
+def _evaluate_routing(args: argparse.Namespace) -> int:
+    import json
+
+    from r2adapter import steps
+
+    r = steps.evaluate_routing(args.dataset, args.split, args.rule)
+    if args.json:
+        print(json.dumps(r))
+        return 0
+    print(f"{r['dataset']} {r['split']} split: {r['n_queries']} queries ({r['rule']} labels)")
+    for name, m in r["routers"].items():  # type: ignore[union-attr]
+        print(
+            f"  {name:<13} R@5 {m['recall@5']:.3f}  usage {m['graph_usage']:.2f}  F1g "
+            f"{m['f1_graph']:.3f}  recall_g {m['recall_graph']:.3f}  p50 "
+            f"{m['latency_ms_p50']:.2f} ms"
+        )
+    for k, v in r["pgr"].items():  # type: ignore[union-attr]
+        print(f"  PGR {k}: {'n/a' if v is None else f'{v:.2f}'}")
+    for note in r["notes"]:  # type: ignore[union-attr]
+        print(f"  note: {note}")
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
     """The main job on embedded defaults."""
     from r2adapter import steps
@@ -229,6 +321,36 @@ def build_parser() -> argparse.ArgumentParser:
     er.add_argument("--dataset", required=True)
     er.add_argument("--json", action="store_true", help="one JSON object on stdout")
     er.set_defaults(func=_evaluate_retrieval)
+    eo = esub.add_parser("routing", help="routers side by side on a labelled split")
+    eo.add_argument("--dataset", required=True)
+    eo.add_argument("--split", default="test", choices=["train", "val", "test", "all"])
+    eo.add_argument("--rule", default=None, choices=["avg_rank", "topk_first"])
+    eo.add_argument("--json", action="store_true")
+    eo.set_defaults(func=_evaluate_routing)
+
+    lab = sub.add_parser("label", help="annotate the router's training corpus")
+    lab.add_argument("--dataset", required=True)
+    lab.add_argument("--rule", default=None, choices=["avg_rank", "topk_first"])
+    lab.set_defaults(func=_label)
+
+    tr = sub.add_parser("train", help="train a router and register it as candidate")
+    tr.add_argument("--dataset", required=True)
+    tr.add_argument(
+        "--backbone",
+        default=None,
+        help="minilm (default), embedding, or a transformers model name/path",
+    )
+    tr.add_argument("--epochs", type=int, default=None)
+    tr.set_defaults(func=_train)
+
+    pr = sub.add_parser("promote", help="move champion to the candidate if the gate holds")
+    pr.add_argument("--router", default="r2a", choices=["r2a", "r2a_embed"])
+    pr.add_argument("--dataset", default=None)
+    pr.set_defaults(func=_promote)
+
+    md = sub.add_parser("models", help="registered routers, aliases and gate metrics")
+    md.add_argument("--json", action="store_true")
+    md.set_defaults(func=_models)
 
     run = sub.add_parser("run", help="the main job end to end on embedded defaults")
     run.set_defaults(func=_run)

@@ -72,3 +72,78 @@ class GraphParams:
     # ef_search for the pgvector HNSW index; halfvec above this many dimensions
     hnsw_ef_search: int = 64
     halfvec_above_dim: int = 2000
+
+
+@dataclass(frozen=True)
+class LabelParams:
+    """R²Adapter §3.2 automatic annotation."""
+
+    depth: int = 200  # retrieval depth; a gold passage not retrieved counts depth + 1
+    rule: str = "topk_first"  # or "avg_rank" (the paper's); see r2adapter/label/rules.py
+    top_k: int = 5  # for the top-k-first rule
+    split: tuple[float, float, float] = (0.8, 0.1, 0.1)  # train/val/test by hash of query id
+
+
+@dataclass(frozen=True)
+class RouterParams:
+    """R²Adapter eqs. 1–5 and Algorithm 2; tuned values live in params.yaml."""
+
+    backbone: str = "minilm"  # "minilm" (offline wheel), "embedding" (head over the
+    # retrieval embedding), or a hub name such as microsoft/deberta-v3-base
+    alpha: float = 0.25  # focal loss balancing factor (eq. 2)
+    gamma: float = 2.0  # focal loss focusing parameter (eq. 2)
+    lr: float = 1e-5  # AdamW
+    batch_size: int = 64
+    warmup_ratio: float = 0.1  # linear schedule with 10% warmup
+    epochs: int = 1
+    eval_every_n_steps: int = 50  # N_eval
+    tau_min: float = 0.0
+    tau_max: float = 0.5
+    tau_step: float = 0.02
+    epsilon: float = 0.6  # rewrite when routed to graph with p_graph < ε (eq. 7)
+    max_length: int = 64
+    seed: int = 13
+
+
+def _params_yaml() -> dict[str, object]:
+    path = settings().root / "params.yaml"
+    if not path.is_file():
+        return {}
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        from r2adapter.errors import R2AError
+
+        raise R2AError(f"{path}: malformed YAML: {str(e).splitlines()[0]}") from None
+    return data if isinstance(data, dict) else {}
+
+
+def router_params(backbone: str | None = None, **overrides: object) -> RouterParams:
+    """RouterParams from params.yaml (`router:` defaults, `router_<backbone>:` per backbone),
+    then explicit overrides."""
+    from dataclasses import fields, replace
+
+    from r2adapter.errors import R2AError
+
+    data = _params_yaml()
+    base = RouterParams()
+    chosen = backbone or str((data.get("router") or {}).get("backbone", base.backbone))  # type: ignore[union-attr]
+    merged: dict[str, object] = {}
+    for section in ("router", f"router_{chosen}"):
+        merged.update(data.get(section) or {})  # type: ignore[arg-type]
+    merged.update({k: v for k, v in overrides.items() if v is not None})
+    merged["backbone"] = chosen
+    names = {f.name for f in fields(RouterParams)}
+    unknown = sorted(set(merged) - names)
+    if unknown:
+        raise R2AError(f"params.yaml: unknown router parameter(s): {', '.join(unknown)}")
+    p = replace(base, **merged)  # type: ignore[arg-type]
+    if p.epochs < 1:
+        raise R2AError(f"epochs must be ≥ 1, not {p.epochs}")
+    if p.tau_step <= 0 or p.tau_max < p.tau_min:
+        raise R2AError("the τ search needs tau_step > 0 and tau_max ≥ tau_min")
+    if p.eval_every_n_steps < 1 or p.batch_size < 1 or p.lr <= 0:
+        raise R2AError("eval_every_n_steps, batch_size and lr must be positive")
+    return p

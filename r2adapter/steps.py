@@ -13,6 +13,9 @@ from r2adapter.store.load import load as _load
 
 if TYPE_CHECKING:
     from r2adapter.index.build import IndexReport
+    from r2adapter.label.step import LabelResult
+    from r2adapter.registry.promote import PromoteResult
+    from r2adapter.registry.register import TrainReport
     from r2adapter.retrieve.base import Hit
 
 SHIPPED_DATASETS = ("sample", "musique", "hotpotqa", "2wikimultihopqa")
@@ -51,3 +54,32 @@ def evaluate_retrieval(dataset: str) -> dict[str, object]:
     from r2adapter.evaluate.retrieval import evaluate_retrieval as _evaluate
 
     return _evaluate(dataset)
+
+
+def label(dataset: str, rule: str | None = None) -> LabelResult:
+    """Annotate the router's training corpus (ARCHITECTURE.md step 3)."""
+    from r2adapter.label.step import run_label
+
+    return run_label(dataset, rule)
+
+
+def train(dataset: str, backbone: str | None = None, **overrides: object) -> TrainReport:
+    """Train a router with the periodic threshold search; register it as `candidate`."""
+    from r2adapter.config import router_params
+    from r2adapter.registry.register import train_and_register
+
+    return train_and_register(dataset, router_params(backbone, **overrides))
+
+
+def promote(kind: str = "r2a", dataset: str | None = None) -> PromoteResult:
+    from r2adapter.registry.promote import promote as _promote
+
+    return _promote(kind, dataset)
+
+
+def evaluate_routing(
+    dataset: str, split: str = "test", rule: str | None = None
+) -> dict[str, object]:
+    from r2adapter.evaluate.routing_report import routing_report
+
+    return routing_report(dataset, split, rule)

@@ -1,0 +1,48 @@
+"""`r2a evaluate routing`: every router under the same protocol on a labelled split."""
+
+from __future__ import annotations
+
+from r2adapter.config import LabelParams
+from r2adapter.errors import R2AError
+from r2adapter.evaluate.routing import evaluate_routers, recovered_gain
+from r2adapter.label.annotate import db_labels
+from r2adapter.route.base import Router
+from r2adapter.route.baselines import AlwaysDense, AlwaysGraph, LLMRouter, NERRouter, OracleRouter
+
+
+def routing_report(dataset: str, split: str = "test", rule: str | None = None) -> dict[str, object]:
+    from r2adapter.index.encoder import get_encoder
+    from r2adapter.registry.models import load_router
+
+    rule = rule or LabelParams().rule
+    records = db_labels(dataset, rule, split)
+    routers: list[Router] = [
+        AlwaysDense(),
+        AlwaysGraph(),
+        NERRouter(),
+        OracleRouter({r.question: r.preference for r in records}),
+    ]
+    notes, versions = [], {}
+    for kind in ("r2a", "r2a_embed"):
+        try:
+            router, version = load_router(kind, "champion")
+            routers.append(router)
+            versions[kind] = version
+        except R2AError as e:
+            notes.append(str(e))
+    try:
+        routers.append(LLMRouter())
+    except R2AError as e:
+        notes.append(str(e))
+    emb = get_encoder().encode([r.question for r in records])
+    results = evaluate_routers(routers, records, emb)
+    return {
+        "dataset": dataset,
+        "split": split,
+        "rule": rule,
+        "n_queries": len(records),
+        "routers": results,
+        "pgr": {k: recovered_gain(results, k) for k in versions},
+        "champion_versions": versions,
+        "notes": notes,
+    }

@@ -1,0 +1,63 @@
+"""Label rules for the router's training corpus (R²Adapter §3.2), as pure functions."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from r2adapter.evaluate.metrics import average_rank, full_chain
+
+SPLITS = ("train", "val", "test")
+
+
+@dataclass(frozen=True)
+class Label:
+    rank_dense: float
+    rank_graph: float
+    y_dense: bool
+    y_graph: bool
+
+    @property
+    def preference(self) -> str:
+        # only graph suitable → graph; both suitable → dense, the cheaper paradigm
+        return "graph" if self.y_graph and not self.y_dense else "dense"
+
+
+def avg_rank_rule(
+    dense: Sequence[str],
+    graph: Sequence[str],
+    gold: Sequence[str],
+    depth: int = 200,
+    top_k: int = 5,
+) -> Label:
+    """The paper's rule: the lower average gold rank is suitable; equal ranks, both."""
+    rd, rg = average_rank(dense, gold, depth), average_rank(graph, gold, depth)
+    return Label(rd, rg, rd <= rg, rg <= rd)
+
+
+def topk_first_rule(
+    dense: Sequence[str],
+    graph: Sequence[str],
+    gold: Sequence[str],
+    depth: int = 200,
+    top_k: int = 5,
+) -> Label:
+    """All gold in the top k decides; when both or neither have it, average rank breaks the
+    tie. Aligns labels with what the service returns (top-k passages)."""
+    rd, rg = average_rank(dense, gold, depth), average_rank(graph, gold, depth)
+    fd, fg = full_chain(dense, gold, top_k), full_chain(graph, gold, top_k)
+    if fd != fg:
+        return Label(rd, rg, bool(fd), bool(fg))
+    return Label(rd, rg, rd <= rg, rg <= rd)
+
+
+RULES = {"avg_rank": avg_rank_rule, "topk_first": topk_first_rule}
+
+
+def split_of(query_id: str, fractions: tuple[float, float, float] = (0.8, 0.1, 0.1)) -> str:
+    """Deterministic 8:1:1 split by a hash of the query id: stable across runs and machines."""
+    bucket = int(hashlib.sha256(query_id.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+    if bucket < fractions[0]:
+        return "train"
+    return "val" if bucket < fractions[0] + fractions[1] else "test"

@@ -1,0 +1,105 @@
+"""Register, promote and load routers in the MLflow model registry."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from r2adapter.errors import R2AError
+from r2adapter.registry.tracking import MODEL_NAMES, mlflow_setup
+from r2adapter.route.trained import TrainedRouter
+
+GATE_METRICS = ("recall@5", "f1_graph", "recall_graph", "graph_usage")
+
+
+def tag_key(metric: str) -> str:
+    return metric.replace("@", "_at_")  # MLflow keys take no "@"
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The candidate replaces the champion when it is not worse on the gate metrics."""
+
+    recall_tolerance: float = 0.005  # hybrid Recall@5 may drop at most this much
+    f1_tolerance: float = 0.01  # graph-class F1 may drop at most this much
+    usage_tolerance: float = 0.05  # graph usage may rise at most this much
+
+    def check(self, cand: dict[str, float], champ: dict[str, float]) -> tuple[bool, list[str]]:
+        why = []
+        if cand["recall@5"] < champ["recall@5"] - self.recall_tolerance:
+            why.append(f"hybrid R@5 {cand['recall@5']:.3f} < champion {champ['recall@5']:.3f}")
+        if cand["f1_graph"] < champ["f1_graph"] - self.f1_tolerance:
+            why.append(f"graph F1 {cand['f1_graph']:.3f} < champion {champ['f1_graph']:.3f}")
+        if cand["graph_usage"] > champ["graph_usage"] + self.usage_tolerance:
+            why.append(
+                f"graph usage {cand['graph_usage']:.2f} > champion {champ['graph_usage']:.2f}"
+            )
+        return not why, why
+
+
+def model_name(kind: str) -> str:
+    if kind not in MODEL_NAMES:
+        raise R2AError(f"unknown router '{kind}': choose one of {', '.join(MODEL_NAMES)}")
+    return MODEL_NAMES[kind]
+
+
+def client() -> Any:
+    mlflow_setup()
+    from mlflow import MlflowClient
+
+    return MlflowClient()
+
+
+def alias_version(kind: str, alias: str) -> Any | None:
+    c = client()
+    try:
+        return c.get_model_version_by_alias(model_name(kind), alias)
+    except Exception:
+        return None
+
+
+def load_router(kind: str = "r2a", alias: str = "champion") -> tuple[TrainedRouter, str]:
+    """The registered router behind an alias, and its version."""
+    v = alias_version(kind, alias)
+    if v is None:
+        raise R2AError(f"no {alias} for {model_name(kind)}: run `r2a train` then `r2a promote`")
+    import mlflow.pyfunc
+
+    model = mlflow.pyfunc.load_model(f"models:/{model_name(kind)}@{alias}")
+    return model.unwrap_python_model().router, str(v.version)
+
+
+def list_models() -> list[dict[str, Any]]:
+    c = client()
+    rows = []
+    for kind, name in MODEL_NAMES.items():
+        try:
+            versions = c.search_model_versions(f"name='{name}'")
+        except Exception:
+            versions = []
+        aliases: dict[str, list[str]] = {}
+        try:
+            for a, v in c.get_registered_model(name).aliases.items():
+                aliases.setdefault(str(v), []).append(a)
+        except Exception:
+            pass
+        for v in sorted(versions, key=lambda v: int(v.version)):
+            rows.append(
+                {
+                    "router": kind,
+                    "name": name,
+                    "version": int(v.version),
+                    "aliases": aliases.get(str(v.version), []),
+                    "run_id": v.run_id,
+                    "gate": {
+                        m: float(v.tags[tag_key(m)]) for m in GATE_METRICS if tag_key(m) in v.tags
+                    },
+                }
+            )
+    return rows
+
+
+def save_router_dir(router: TrainedRouter, folder: Path) -> Path:
+    router.save(folder)
+    return folder

@@ -1,0 +1,67 @@
+"""The promotion gate: compare candidate and champion on the frozen test split and move
+`champion` only when the gate holds. The first model becomes champion."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from r2adapter.config import LabelParams
+from r2adapter.errors import R2AError
+from r2adapter.evaluate.routing import routing_metrics
+from r2adapter.label.annotate import db_labels
+from r2adapter.registry.models import Gate, alias_version, client, load_router, model_name
+
+
+@dataclass
+class PromoteResult:
+    kind: str
+    promoted: bool
+    candidate: str
+    champion_before: str | None
+    reasons: list[str]
+    candidate_metrics: dict[str, float]
+    champion_metrics: dict[str, float] | None
+
+
+def promote(
+    kind: str = "r2a", dataset: str | None = None, gate: Gate | None = None
+) -> PromoteResult:
+    gate = gate or Gate()
+    cand_v = alias_version(kind, "candidate")
+    if cand_v is None:
+        raise R2AError(f"no candidate for {model_name(kind)}: run `r2a train` first")
+    dataset = dataset or cand_v.tags.get("dataset")
+    if not dataset:
+        raise R2AError("the candidate has no dataset tag: pass --dataset")
+    rule = cand_v.tags.get("label_rule", LabelParams().rule)
+    test = db_labels(dataset, rule, "test")
+    questions = [r.question for r in test]
+    cand, _ = load_router(kind, "candidate")
+    cand_m = routing_metrics(np.asarray(cand.route(questions)), test)
+    champ_v = alias_version(kind, "champion")
+    if champ_v is not None and champ_v.version == cand_v.version:
+        return PromoteResult(
+            kind,
+            False,
+            cand_v.version,
+            champ_v.version,
+            ["the candidate is already champion"],
+            cand_m,
+            cand_m,
+        )
+    champ_m = None
+    if champ_v is None:
+        ok, reasons = True, ["no champion yet: the first model becomes champion"]
+    else:
+        champ, _ = load_router(kind, "champion")
+        champ_m = routing_metrics(np.asarray(champ.route(questions)), test)
+        ok, reasons = gate.check(cand_m, champ_m)
+        if ok:
+            reasons = ["not worse on hybrid R@5, graph F1 and graph usage"]
+    if ok:
+        client().set_registered_model_alias(model_name(kind), "champion", cand_v.version)
+    return PromoteResult(
+        kind, ok, cand_v.version, champ_v.version if champ_v else None, reasons, cand_m, champ_m
+    )

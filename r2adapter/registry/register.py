@@ -1,0 +1,157 @@
+"""The train + register steps: one MLflow run per training, the model registered with
+alias `candidate`."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from r2adapter.config import RouterParams, settings
+from r2adapter.evaluate.plots import plot_pr, plot_threshold_search
+from r2adapter.evaluate.routing import routing_metrics
+from r2adapter.label.annotate import LabelRecord, read_labels
+from r2adapter.label.step import label_paths
+from r2adapter.registry.models import GATE_METRICS, client, model_name, tag_key
+from r2adapter.registry.tracking import mlflow_setup
+from r2adapter.train.fit import TrainResult, train_router
+
+
+@dataclass
+class TrainReport:
+    kind: str
+    version: str
+    run_id: str
+    tau: float
+    best_step: int
+    steps: int
+    accelerator: str
+    test: dict[str, float]
+    seconds: float
+
+
+def router_kind(backbone: str) -> str:
+    return "r2a_embed" if backbone == "embedding" else "r2a"
+
+
+def test_metrics(result: TrainResult, records: list[LabelRecord]) -> dict[str, float]:
+    test = [r for r in records if r.split == "test"]
+    if not test:
+        return {}
+    return routing_metrics(np.asarray(result.router.route([r.question for r in test])), test)
+
+
+def train_and_register(
+    dataset: str, params: RouterParams, label_file: Path | None = None, progress: bool = True
+) -> TrainReport:
+    import time
+
+    import mlflow
+    from lightning.pytorch.loggers import MLFlowLogger
+
+    t0 = time.perf_counter()
+    path = label_file or label_paths(dataset)[0]
+    records = read_labels(path)
+    label_md5 = _md5(path)
+    exp_id = mlflow_setup()
+    kind = router_kind(params.backbone)
+    with mlflow.start_run(experiment_id=exp_id, run_name=f"{kind}-{dataset}") as run:
+        mlflow.log_params(
+            {
+                **{f"router.{k}": v for k, v in asdict(params).items()},
+                "dataset": dataset,
+                "label_file": str(
+                    path.relative_to(settings().root)
+                    if path.is_relative_to(settings().root)
+                    else path
+                ),
+                "label_md5": label_md5,
+                "label_rule": records[0].rule,
+                "n_train": sum(r.split == "train" for r in records),
+                "n_val": sum(r.split == "val" for r in records),
+                "n_test": sum(r.split == "test" for r in records),
+            }
+        )
+        mlflow.set_tag("label_dvc_md5", label_md5)
+        logger = MLFlowLogger(
+            experiment_name="r2a-router",
+            run_id=run.info.run_id,
+            tracking_uri=mlflow.get_tracking_uri(),
+        )
+        result = train_router(records, params, logger=logger, progress=progress)
+        test = test_metrics(result, records)
+        mlflow.log_metrics({f"test_{k.replace('@', '_at_')}": v for k, v in test.items()})
+        mlflow.log_metrics(
+            {
+                "tau_star": result.history.best_tau,
+                "best_val_score": result.history.best_score,
+                "best_step": result.history.best_step,
+            }
+        )
+        with tempfile.TemporaryDirectory() as tmp:
+            t = Path(tmp)
+            mlflow.log_artifact(
+                str(plot_threshold_search(result.history, t / "threshold.png")), "plots"
+            )
+            mlflow.log_artifact(str(plot_pr(result.history, t / "val_pr.png")), "plots")
+            curve = [
+                {"step": p.step, "taus": p.search.taus.tolist(), "scores": p.search.scores.tolist()}
+                for p in result.history.points
+            ]
+            (t / "threshold_search.json").write_text(json.dumps(curve))
+            mlflow.log_artifact(str(t / "threshold_search.json"), "plots")
+            result.router.save(t / "router")
+            from r2adapter.registry.pyfunc import RouterModel
+
+            info = mlflow.pyfunc.log_model(
+                name="router",
+                python_model=RouterModel(),
+                artifacts={"router": str(t / "router")},
+                registered_model_name=model_name(kind),
+                pip_requirements=[],
+            )
+        version = str(info.registered_model_version)
+    c = client()
+    c.set_registered_model_alias(model_name(kind), "candidate", version)
+    for m in GATE_METRICS:
+        if m in test:
+            c.set_model_version_tag(model_name(kind), version, tag_key(m), f"{test[m]:.6f}")
+    c.set_model_version_tag(model_name(kind), version, "dataset", dataset)
+    c.set_model_version_tag(model_name(kind), version, "label_rule", records[0].rule)
+    return TrainReport(
+        kind,
+        version,
+        run.info.run_id,
+        result.history.best_tau,
+        result.history.best_step,
+        result.steps,
+        result.accelerator,
+        test,
+        time.perf_counter() - t0,
+    )
+
+
+def router_signature():  # type: ignore[no-untyped-def]
+    import pandas as pd
+    from mlflow.models import infer_signature
+
+    out = pd.DataFrame(
+        {
+            "p_dense": [0.5],
+            "p_graph": [0.5],
+            "decision": ["dense"],
+            "rewrite": [False],
+            "tau": [0.0],
+            "epsilon": [0.6],
+        }
+    )
+    return infer_signature(pd.DataFrame({"query": ["a question"]}), out)
+
+
+def _md5(path: Path) -> str:
+    import hashlib
+
+    return hashlib.md5(path.read_bytes()).hexdigest()

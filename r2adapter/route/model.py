@@ -1,0 +1,56 @@
+"""Router networks: an encoder + linear layer → two sigmoid outputs (R²Adapter eq. 1).
+
+Two backbones share the heads and the loss:
+- `TransformerRouter`: a fine-tuned transformer encoder (default the offline MiniLM; the
+  paper's microsoft/deberta-v3-base where a hub is reachable), mean-pooled.
+- `EmbeddingRouter`: our cheaper router, a head over the query embedding the dense
+  retriever computes anyway, so routing costs almost nothing beyond retrieval.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from r2adapter.errors import R2AError
+
+
+def backbone_path(name: str) -> str:
+    if name == "minilm":
+        from r2adapter.index.encoder import _minilm_path
+
+        return str(_minilm_path())
+    return name
+
+
+class TransformerRouter(nn.Module):
+    def __init__(self, backbone: str = "minilm") -> None:
+        super().__init__()
+        from transformers import AutoModel
+
+        try:
+            self.encoder = AutoModel.from_pretrained(backbone_path(backbone))
+        except Exception as e:  # offline and not cached, or a bad path
+            raise R2AError(
+                f"cannot load router backbone '{backbone}': {str(e).splitlines()[0]}"
+            ) from None
+        self.head = nn.Linear(self.encoder.config.hidden_size, 2)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        out = self.encoder(input_ids=input_ids, attention_mask=attention_mask)
+        mask = attention_mask.unsqueeze(-1).to(out.last_hidden_state.dtype)
+        h = (out.last_hidden_state * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+        return torch.sigmoid(self.head(h))  # [p_dense, p_graph]
+
+
+class EmbeddingRouter(nn.Module):
+    def __init__(self, dim: int = 384, hidden: int = 0, dropout: float = 0.1) -> None:
+        super().__init__()
+        layers: list[nn.Module] = [nn.Dropout(dropout)]
+        if hidden:
+            layers += [nn.Linear(dim, hidden), nn.GELU(), nn.Dropout(dropout)]
+        layers.append(nn.Linear(hidden or dim, 2))
+        self.head = nn.Sequential(*layers)
+
+    def forward(self, embedding: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(self.head(embedding))

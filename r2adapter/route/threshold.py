@@ -1,0 +1,53 @@
+"""Threshold search for the routing decision (R²Adapter eqs. 4–5, Algorithm 2)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def decide(p_dense: np.ndarray, p_graph: np.ndarray, tau: float) -> np.ndarray:
+    """Graph iff p_graph − p_dense > τ (eq. 4)."""
+    return (np.asarray(p_graph) - np.asarray(p_dense)) > tau
+
+
+def f1_recall(pred: np.ndarray, truth: np.ndarray) -> tuple[float, float, float]:
+    """Precision, recall and F1 of the positive (graph) class."""
+    tp = float(np.sum(pred & truth))
+    fp, fn = float(np.sum(pred & ~truth)), float(np.sum(~pred & truth))
+    precision = tp / (tp + fp) if tp + fp else 0.0
+    recall = tp / (tp + fn) if tp + fn else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return precision, recall, f1
+
+
+@dataclass(frozen=True)
+class ThresholdSearch:
+    taus: np.ndarray
+    scores: np.ndarray  # Score(τ) = (F1 + Recall) / 2 of the graph class (eq. 5)
+    f1: np.ndarray
+    recall: np.ndarray
+    best_tau: float
+    best_score: float
+
+
+def search_threshold(
+    p_dense: np.ndarray,
+    p_graph: np.ndarray,
+    graph_preferred: np.ndarray,
+    tau_min: float = 0.0,
+    tau_max: float = 0.5,
+    step: float = 0.02,
+) -> ThresholdSearch:
+    if step <= 0:
+        raise ValueError("the τ step must be positive")
+    truth = np.asarray(graph_preferred, dtype=bool)
+    n = int(round((tau_max - tau_min) / step)) + 1
+    taus = np.round(tau_min + step * np.arange(n), 10)
+    f1s, recalls = np.zeros(n), np.zeros(n)
+    for i, tau in enumerate(taus):
+        _, recalls[i], f1s[i] = f1_recall(decide(p_dense, p_graph, tau), truth)
+    scores = (f1s + recalls) / 2
+    best = int(np.argmax(scores))  # first maximum: the lowest τ among ties (Algorithm 2's >)
+    return ThresholdSearch(taus, scores, f1s, recalls, float(taus[best]), float(scores[best]))
