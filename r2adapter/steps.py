@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from r2adapter.data.adapters import load_dataset
+from r2adapter.data.adapters import dataset_name, load_dataset
 from r2adapter.data.validate import Report
 from r2adapter.data.validate import validate as _validate
 from r2adapter.errors import R2AError
@@ -46,21 +46,22 @@ def retrieve(dataset: str, question: str, mode: str = "dense", k: int = 5) -> li
     question = check_query(question)
     if not 1 <= k <= 100:
         raise R2AError(f"--top-k must be between 1 and 100, not {k}")
-    retriever = DenseRetriever(dataset) if mode == "dense" else GraphRetriever(dataset)
+    name = dataset_name(dataset)
+    retriever = DenseRetriever(name) if mode == "dense" else GraphRetriever(name)
     return retriever.retrieve(question, k)
 
 
 def evaluate_retrieval(dataset: str) -> dict[str, object]:
     from r2adapter.evaluate.retrieval import evaluate_retrieval as _evaluate
 
-    return _evaluate(dataset)
+    return _evaluate(dataset_name(dataset))
 
 
 def label(dataset: str, rule: str | None = None) -> LabelResult:
     """Annotate the router's training corpus (ARCHITECTURE.md step 3)."""
     from r2adapter.label.step import run_label
 
-    return run_label(dataset, rule)
+    return run_label(dataset_name(dataset), rule)
 
 
 def train(dataset: str, backbone: str | None = None, **overrides: object) -> TrainReport:
@@ -68,13 +69,13 @@ def train(dataset: str, backbone: str | None = None, **overrides: object) -> Tra
     from r2adapter.config import router_params
     from r2adapter.registry.register import train_and_register
 
-    return train_and_register(dataset, router_params(backbone, **overrides))
+    return train_and_register(dataset_name(dataset), router_params(backbone, **overrides))
 
 
 def promote(kind: str = "r2a", dataset: str | None = None) -> PromoteResult:
     from r2adapter.registry.promote import promote as _promote
 
-    return _promote(kind, dataset)
+    return _promote(kind, dataset_name(dataset) if dataset else None)
 
 
 def evaluate_routing(
@@ -82,4 +83,4 @@ def evaluate_routing(
 ) -> dict[str, object]:
     from r2adapter.evaluate.routing_report import routing_report
 
-    return routing_report(dataset, split, rule)
+    return routing_report(dataset_name(dataset), split, rule)

@@ -240,3 +240,9 @@ def load_dataset(dataset: str) -> Dataset:
     return Dataset(
         name, cfmt, qfmt, passages, queries, {"queries": str(qpath), "corpus": str(cpath)}
     )
+
+
+def dataset_name(dataset: str) -> str:
+    """The stored name of a dataset given by name or by folder path."""
+    path = Path(dataset)
+    return path.resolve().name if path.is_dir() else dataset

@@ -49,7 +49,7 @@ def time_router(
     router.route([records[0].question])  # warm-up (lazy loads)
     for i, r in enumerate(records):
         t = time.perf_counter()
-        if embeddings is not None and hasattr(router, "score_embeddings"):
+        if embeddings is not None and getattr(router, "uses_embedding", False):
             p_d, p_g = router.score_embeddings(embeddings[i : i + 1])  # type: ignore[attr-defined]
             g = bool((p_g - p_d)[0] > router.tau)
         else:

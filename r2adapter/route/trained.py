@@ -49,6 +49,10 @@ class TrainedRouter(Router):
 
             self._tokenizer = AutoTokenizer.from_pretrained(backbone_path(cfg.backbone))
 
+    @property
+    def uses_embedding(self) -> bool:
+        return self.cfg.backbone == "embedding"
+
     @torch.inference_mode()
     def score(self, queries: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         if not queries:

@@ -164,7 +164,10 @@ def _ensure_database(port: int) -> None:
 def down() -> Status:
     st = status()
     if st.running:
-        res = _pg([_bin("pg_ctl"), "-D", str(st.pgdata), "-w", "-m", "fast", "stop"])
-        if res.returncode != 0:
+        res = _pg(
+            [_bin("pg_ctl"), "-D", str(st.pgdata), "-w", "-t", "60", "-m", "fast", "stop"],
+            timeout=90,
+        )
+        if res.returncode != 0 and status().running:
             raise DatabaseError(f"pg_ctl stop failed: {res.stderr.strip()}")
     return status()

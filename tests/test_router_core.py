@@ -1,0 +1,90 @@
+"""Known-answer tests for the router's pure parts: labels, split, focal loss, τ search."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from r2adapter.config import router_params
+from r2adapter.errors import R2AError
+from r2adapter.label.rules import avg_rank_rule, split_of, topk_first_rule
+from r2adapter.route.loss import focal_bce
+from r2adapter.route.threshold import decide, f1_recall, search_threshold
+
+
+def test_avg_rank_rule_and_preference() -> None:
+    gold = ["a", "b"]
+    lab = avg_rank_rule(["a", "x", "b"], ["b", "a"], gold, depth=200)
+    assert (lab.rank_dense, lab.rank_graph) == (2.0, 1.5)
+    assert (lab.y_dense, lab.y_graph, lab.preference) == (False, True, "graph")
+    tie = avg_rank_rule(["a", "b"], ["b", "a"], gold)
+    assert (tie.y_dense, tie.y_graph, tie.preference) == (True, True, "dense")  # dense wins ties
+    missing = avg_rank_rule(["a"], ["a", "b"], gold, depth=10)
+    assert missing.rank_dense == (1 + 11) / 2 and missing.preference == "graph"
+
+
+def test_topk_first_rule_prefers_full_chain_in_top_k() -> None:
+    gold = ["a", "b"]
+    dense = ["a", "x1", "x2", "x3", "x4", "x5", "b"]  # avg rank 4, b outside the top 5
+    graph = ["x1", "x2", "x3", "a", "b"]  # avg rank 4.5, both inside the top 5
+    assert avg_rank_rule(dense, graph, gold).preference == "dense"
+    lab = topk_first_rule(dense, graph, gold, top_k=5)
+    assert (lab.y_dense, lab.y_graph, lab.preference) == (False, True, "graph")
+    # neither has the chain in the top k: the average rank decides
+    assert topk_first_rule(["a"] + ["x"] * 9, ["x"] * 9 + ["a"], gold, top_k=2).preference == (
+        "dense"
+    )
+
+
+def test_split_is_deterministic_and_8_1_1() -> None:
+    ids = [f"q{i}" for i in range(20000)]
+    splits = [split_of(i) for i in ids]
+    assert splits == [split_of(i) for i in ids]
+    frac = {s: splits.count(s) / len(ids) for s in ("train", "val", "test")}
+    assert frac["train"] == pytest.approx(0.8, abs=0.01)
+    assert frac["val"] == pytest.approx(0.1, abs=0.01) and frac["test"] == pytest.approx(
+        0.1, abs=0.01
+    )
+
+
+def test_focal_loss_against_hand_computation() -> None:
+    probs = torch.tensor([[0.9, 0.2]])
+    y = torch.tensor([[1.0, 1.0]])
+    # k = dense: p_t = 0.9, α_t = 0.25; k = graph: p_t = 0.2, α_t = 0.25
+    l_d = 0.25 * (1 - 0.9) ** 2 * -math.log(0.9)
+    l_g = 0.25 * (1 - 0.2) ** 2 * -math.log(0.2)
+    assert focal_bce(probs, y).item() == pytest.approx((l_d + l_g) / 2, rel=1e-5)
+    neg = focal_bce(torch.tensor([[0.3, 0.3]]), torch.tensor([[0.0, 0.0]]))
+    assert neg.item() == pytest.approx(0.75 * 0.3**2 * -math.log(0.7), rel=1e-5)
+    # γ = 0, α = 0.5 is half the plain BCE
+    bce = torch.nn.functional.binary_cross_entropy(probs, y)
+    assert focal_bce(probs, y, alpha=0.5, gamma=0.0).item() == pytest.approx(
+        0.5 * bce.item(), rel=1e-5
+    )
+
+
+def test_threshold_search_on_crafted_scores() -> None:
+    # margins p_g − p_d: graph-preferred queries at 0.31 and 0.45, dense ones at 0.05 and 0.2
+    p_dense = np.array([0.2, 0.1, 0.5, 0.4])
+    p_graph = np.array([0.51, 0.55, 0.55, 0.6])
+    truth = np.array([True, True, False, False])
+    s = search_threshold(p_dense, p_graph, truth, 0.0, 0.5, 0.02)
+    assert len(s.taus) == 26 and s.taus[-1] == pytest.approx(0.5)
+    assert s.best_tau == pytest.approx(0.20)  # first τ that drops both dense queries
+    assert s.best_score == pytest.approx(1.0)
+    assert s.scores[0] == pytest.approx((2 / 3 + 1.0) / 2)  # τ = 0: all graph, P = .5, R = 1
+    assert list(decide(p_dense, p_graph, 0.3)) == [True, True, False, False]
+    assert f1_recall(np.array([True, False]), np.array([False, False])) == (0.0, 0.0, 0.0)
+    with pytest.raises(ValueError):
+        search_threshold(p_dense, p_graph, truth, step=0)
+
+
+def test_router_params_validation() -> None:
+    assert router_params("embedding").backbone == "embedding"
+    with pytest.raises(R2AError, match="epochs"):
+        router_params(epochs=-1)
+    with pytest.raises(R2AError, match="tau_step"):
+        router_params(tau_step=0)

@@ -1,0 +1,145 @@
+"""The router loop against the real Postgres and a real MLflow store: index → label →
+train (Lightning) → register → promote → evaluate, plus its bad inputs."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from r2adapter.config import router_params, settings
+from r2adapter.errors import R2AError
+from r2adapter.label.annotate import LabelRecord, export_labels, read_labels
+from tests.conftest import run_cli
+
+N_QUERIES = 60
+
+
+def make_mini_musique(folder: Path) -> str:
+    """60 MuSiQue questions with their supporting and two distractor paragraphs, and the
+    shipped GPT-3.5 OpenIE (a superset): small enough to index in seconds."""
+    src = settings().data_dir / "musique"
+    queries = json.loads((src / "musique.json").read_text())[:N_QUERIES]
+    corpus, seen = [], set()
+    for q in queries:
+        keep = [p for p in q["paragraphs"] if p["is_supporting"]]
+        keep += [p for p in q["paragraphs"] if not p["is_supporting"]][:2]
+        for p in keep:
+            key = (p["title"], p["paragraph_text"])
+            if key not in seen:
+                seen.add(key)
+                corpus.append({"title": p["title"], "text": p["paragraph_text"]})
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{folder.name}.json").write_text(json.dumps(queries))
+    (folder / f"{folder.name}_corpus.json").write_text(json.dumps(corpus))
+    (folder / f"{folder.name}_openie_gpt-3.5-turbo.json").symlink_to(
+        src / "musique_openie_gpt-3.5-turbo.json"
+    )
+    return str(folder)
+
+
+@pytest.fixture(scope="module")
+def mini(pg_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    path = make_mini_musique(tmp_path_factory.mktemp("ds") / "musmini")
+    labels = tmp_path_factory.mktemp("home")
+    env = {**pg_env, "R2A_DATA_DIR": str(settings().data_dir)}
+    r = run_cli(["index", "--dataset", path, "--openie", "precomputed"], env, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return {"path": path, "env": json.dumps(env), "labels": str(labels)}
+
+
+def test_label_train_register_promote(mini: dict[str, str]) -> None:
+    env = json.loads(mini["env"])
+    r = run_cli(["label", "--dataset", mini["path"]], env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "Table 1" in r.stdout and "rule comparison" in r.stdout
+    labels = read_labels(settings().root / "labels" / "musmini.jsonl")
+    assert len(labels) == N_QUERIES and {x.split for x in labels} == {"train", "val", "test"}
+    stats = json.loads((settings().root / "reports/labels/musmini.json").read_text())
+    assert stats["table1"]["total"] == N_QUERIES
+    assert set(stats["rule_comparison"]) == {"avg_rank", "topk_first"}
+
+    r = run_cli(["train", "--dataset", "musmini", "--backbone", "embedding", "--epochs", "5"], env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "registered version 1 as candidate" in r.stdout
+    r = run_cli(["promote", "--router", "r2a_embed"], env)
+    assert r.returncode == 0 and "the first model becomes champion" in r.stdout, r.stderr
+    r = run_cli(["train", "--dataset", "musmini", "--epochs", "1"], env)  # fine-tuned MiniLM
+    assert r.returncode == 0 and "registered version 1" in r.stdout, r.stderr[-2000:]
+    assert run_cli(["promote"], env).returncode == 0
+
+    r = run_cli(["evaluate", "routing", "--dataset", "musmini", "--split", "all", "--json"], env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    report = json.loads(r.stdout.strip().splitlines()[-1])
+    routers = report["routers"]
+    assert {"always_dense", "always_graph", "ner", "oracle", "r2a", "r2a_embed"} <= set(routers)
+    assert routers["always_graph"]["graph_usage"] == 1.0
+    assert routers["always_dense"]["graph_usage"] == 0.0
+    assert routers["oracle"]["f1_graph"] == 1.0
+    assert routers["oracle"]["recall@5"] >= max(
+        routers["always_dense"]["recall@5"], routers["always_graph"]["recall@5"]
+    )
+    assert any("LLM-router skipped" in n for n in report["notes"])
+
+    r = run_cli(["models", "--json"], env)
+    models = json.loads(r.stdout)
+    champions = {m["router"] for m in models if "champion" in m["aliases"]}
+    assert champions == {"r2a", "r2a_embed"}
+    assert all("recall@5" in m["gate"] for m in models)
+
+
+def test_mlflow_run_has_curves_and_label_hash(mini: dict[str, str]) -> None:
+    import mlflow
+
+    from r2adapter.registry.tracking import mlflow_setup
+
+    mlflow_setup()
+    runs = mlflow.search_runs(experiment_names=["r2a-router"], output_format="list")
+    assert runs, "no MLflow run"
+    run = runs[-1]
+    assert len(run.data.params["label_md5"]) == 32
+    client = mlflow.MlflowClient()
+    history = client.get_metric_history(run.info.run_id, "val_score")
+    assert len(history) >= 1
+    arts = {a.path for a in client.list_artifacts(run.info.run_id, "plots")}
+    assert {"plots/threshold.png", "plots/val_pr.png", "plots/threshold_search.json"} <= arts
+
+
+def test_single_class_labels_refused_and_aliases_kept(mini: dict[str, str], tmp_path: Path) -> None:
+    from r2adapter.registry.models import alias_version
+    from r2adapter.registry.register import train_and_register
+
+    before = alias_version("r2a_embed", "candidate")
+    good = read_labels(settings().root / "labels" / "musmini.jsonl")
+    one = [
+        LabelRecord(**{**x.__dict__, "y_graph": False, "y_dense": True, "preference": "dense"})
+        for x in good
+    ]
+    path = tmp_path / "one.jsonl"
+    export_labels(path, one)
+    with pytest.raises(R2AError, match="single class"):
+        train_and_register("musmini", router_params("embedding"), label_file=path)
+    after = alias_version("r2a_embed", "candidate")
+    assert before is not None and after is not None and before.version == after.version
+
+
+def test_bad_inputs_one_line(mini: dict[str, str], tmp_path: Path) -> None:
+    env = json.loads(mini["env"])
+    r = run_cli(["train", "--dataset", "nolabels"], env)
+    assert r.returncode == 1 and "label file not found" in r.stderr
+    r = run_cli(["train", "--dataset", "musmini", "--epochs", "-2"], env)
+    assert r.returncode == 1 and "epochs must be" in r.stderr
+    bad = {**env, "MLFLOW_TRACKING_URI": "http://127.0.0.1:9/"}
+    r = run_cli(
+        ["models"],
+        {**bad, "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "2"},
+        timeout=120,
+    )
+    assert r.returncode == 1 and "MLflow store unreachable" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    fresh = {**env, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path}/empty.db"}
+    r = run_cli(["promote"], fresh)
+    assert r.returncode == 1 and "no candidate" in r.stderr
+    assert os.environ.get("R2A_DATABASE_URL") is None
