@@ -244,6 +244,29 @@ def _evaluate_routing(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve(args: argparse.Namespace) -> int:
+    """Replace this process with `bentoml serve` (signals reach the server directly)."""
+    import shutil
+    from pathlib import Path
+
+    bentoml = shutil.which("bentoml") or os.path.join(os.path.dirname(sys.executable), "bentoml")
+    if not os.path.exists(bentoml):
+        raise R2AError("bentoml is not installed: run `make install`")
+    os.chdir(Path(__file__).resolve().parents[1])  # the checkout holding serving/
+    os.environ.setdefault("BENTOML_DO_NOT_TRACK", "true")
+    cmd = [
+        bentoml,
+        "serve",
+        "serving.service:R2AService",
+        "--port",
+        str(args.port),
+        "--host",
+        args.host,
+    ]
+    os.execv(bentoml, cmd)
+    return 0  # not reached
+
+
 def _run(args: argparse.Namespace) -> int:
     """The main job on embedded defaults."""
     from r2adapter import steps
@@ -351,6 +374,11 @@ def build_parser() -> argparse.ArgumentParser:
     md = sub.add_parser("models", help="registered routers, aliases and gate metrics")
     md.add_argument("--json", action="store_true")
     md.set_defaults(func=_models)
+
+    sv = sub.add_parser("serve", help="start the BentoML service")
+    sv.add_argument("--port", type=int, default=3000)
+    sv.add_argument("--host", default="127.0.0.1")
+    sv.set_defaults(func=_serve)
 
     run = sub.add_parser("run", help="the main job end to end on embedded defaults")
     run.set_defaults(func=_run)

@@ -3,6 +3,7 @@ and port, so tests never touch the developer's `.pgdata`."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -31,7 +32,9 @@ def pg_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]
     env = {
         "R2A_PGDATA": str(tmp_path_factory.mktemp("pg") / "data"),
         "R2A_PG_PORT": str(_free_port()),
-        "R2A_HOME": str(ROOT),
+        # outputs (labels, reports) go to a temporary home; data stays the checkout's
+        "R2A_HOME": str(tmp_path_factory.mktemp("home")),
+        "R2A_DATA_DIR": str(ROOT / "data"),
         "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path_factory.mktemp('mlruns')}/mlflow.db",
     }
     saved = {k: os.environ.get(k) for k in [*env, "R2A_DATABASE_URL"]}
@@ -62,3 +65,44 @@ def run_cli(
         timeout=timeout,
         check=False,
     )
+
+
+N_QUERIES = 60
+
+
+def make_mini_musique(folder: Path) -> str:
+    """60 MuSiQue questions with their supporting and two distractor paragraphs, and the
+    shipped GPT-3.5 OpenIE (a superset): small enough to index in seconds."""
+    src = _data_dir() / "musique"
+    queries = json.loads((src / "musique.json").read_text())[:N_QUERIES]
+    corpus, seen = [], set()
+    for q in queries:
+        keep = [p for p in q["paragraphs"] if p["is_supporting"]]
+        keep += [p for p in q["paragraphs"] if not p["is_supporting"]][:2]
+        for p in keep:
+            key = (p["title"], p["paragraph_text"])
+            if key not in seen:
+                seen.add(key)
+                corpus.append({"title": p["title"], "text": p["paragraph_text"]})
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{folder.name}.json").write_text(json.dumps(queries))
+    (folder / f"{folder.name}_corpus.json").write_text(json.dumps(corpus))
+    (folder / f"{folder.name}_openie_gpt-3.5-turbo.json").symlink_to(
+        src / "musique_openie_gpt-3.5-turbo.json"
+    )
+    return str(folder)
+
+
+def _data_dir() -> Path:
+    from r2adapter.config import settings
+
+    return settings().data_dir
+
+
+@pytest.fixture(scope="session")
+def mini_indexed(pg_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The MuSiQue subset, indexed once per test run (precomputed OpenIE)."""
+    path = make_mini_musique(tmp_path_factory.mktemp("ds") / "musmini")
+    r = run_cli(["index", "--dataset", path, "--openie", "precomputed"], pg_env, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return path

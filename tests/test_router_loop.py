@@ -12,42 +12,12 @@ import pytest
 from r2adapter.config import router_params, settings
 from r2adapter.errors import R2AError
 from r2adapter.label.annotate import LabelRecord, export_labels, read_labels
-from tests.conftest import run_cli
-
-N_QUERIES = 60
-
-
-def make_mini_musique(folder: Path) -> str:
-    """60 MuSiQue questions with their supporting and two distractor paragraphs, and the
-    shipped GPT-3.5 OpenIE (a superset): small enough to index in seconds."""
-    src = settings().data_dir / "musique"
-    queries = json.loads((src / "musique.json").read_text())[:N_QUERIES]
-    corpus, seen = [], set()
-    for q in queries:
-        keep = [p for p in q["paragraphs"] if p["is_supporting"]]
-        keep += [p for p in q["paragraphs"] if not p["is_supporting"]][:2]
-        for p in keep:
-            key = (p["title"], p["paragraph_text"])
-            if key not in seen:
-                seen.add(key)
-                corpus.append({"title": p["title"], "text": p["paragraph_text"]})
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{folder.name}.json").write_text(json.dumps(queries))
-    (folder / f"{folder.name}_corpus.json").write_text(json.dumps(corpus))
-    (folder / f"{folder.name}_openie_gpt-3.5-turbo.json").symlink_to(
-        src / "musique_openie_gpt-3.5-turbo.json"
-    )
-    return str(folder)
+from tests.conftest import N_QUERIES, make_mini_musique, run_cli  # noqa: F401
 
 
 @pytest.fixture(scope="module")
-def mini(pg_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    path = make_mini_musique(tmp_path_factory.mktemp("ds") / "musmini")
-    labels = tmp_path_factory.mktemp("home")
-    env = {**pg_env, "R2A_DATA_DIR": str(settings().data_dir)}
-    r = run_cli(["index", "--dataset", path, "--openie", "precomputed"], env, timeout=900)
-    assert r.returncode == 0, r.stderr[-2000:]
-    return {"path": path, "env": json.dumps(env), "labels": str(labels)}
+def mini(mini_indexed: str, pg_env: dict[str, str]) -> dict[str, str]:
+    return {"path": mini_indexed, "env": json.dumps(pg_env)}
 
 
 def test_label_train_register_promote(mini: dict[str, str]) -> None:

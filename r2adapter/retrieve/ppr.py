@@ -36,21 +36,26 @@ class Transition:
 
 
 def personalized_pagerank(
-    t: Transition,
-    reset: np.ndarray,
-    damping: float = 0.5,
-    tol: float = 1e-10,
+    t: Transition, reset: np.ndarray, damping: float = 0.5, tol: float = 1e-7,
     max_iter: int = 100,
 ) -> np.ndarray:
+    """Power iteration on y ← d·P·y + (1 − d)·r, returned as y / Σy.
+
+    Dropping the dangling correction inside the loop and normalising once at the end gives
+    the same fixed point (a dangling node's mass goes back in proportion to r). The loop
+    stops when the L1 change is below `tol`, which bounds the L1 error by tol·d/(1 − d).
+    """
     total = float(reset.sum())
     if total <= 0:
         raise ValueError("reset vector has no mass")
-    r = reset.astype(np.float64) / total
-    p = r.copy()
+    base = reset.astype(np.float64) * ((1.0 - damping) / total)
+    y = base.copy()
     for _ in range(max_iter):
-        lost = float(p[t.dangling].sum())
-        nxt = damping * (t.matrix @ p + lost * r) + (1.0 - damping) * r
-        if float(np.abs(nxt - p).sum()) < tol:
-            return nxt
-        p = nxt
-    return p
+        nxt = t.matrix @ y
+        nxt *= damping
+        nxt += base
+        diff = float(np.abs(nxt - y).sum())
+        y = nxt
+        if diff < tol:
+            break
+    return y / y.sum()

@@ -1,0 +1,157 @@
+"""R²Adapter Algorithm 1: route → dense, or graph with rewriting when p_graph < ε →
+optional answer. One object; every stage timed."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from r2adapter.index.encoder import Encoder
+from r2adapter.retrieve.base import Hit, Retriever, check_query
+from r2adapter.route.base import Router
+
+MODES = ("auto", "dense", "graph")
+
+ANSWER_PROMPT = (
+    "Answer the question using only the passages below. Reply with a short answer (a few "
+    "words), no explanation.\n\n{passages}\n\nQuestion: {question}\nAnswer:"
+)
+
+
+class RewriterLike(Protocol):
+    def rewrite(self, query: str) -> Any: ...
+
+
+@dataclass
+class AdapterResult:
+    query: str
+    mode: str
+    decision: str  # "dense" or "graph"
+    p_dense: float | None
+    p_graph: float | None
+    rewritten: bool
+    rewritten_query: str
+    passages: list[Hit]
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    answer: str | None = None
+    rewrite_fallback: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "mode": self.mode,
+            "decision": self.decision,
+            "p_dense": self.p_dense,
+            "p_graph": self.p_graph,
+            "rewritten": self.rewritten,
+            "rewritten_query": self.rewritten_query,
+            "rewrite_fallback": self.rewrite_fallback,
+            "passages": [
+                {"id": h.passage_id, "score": h.score, "title": h.title, "text": h.text}
+                for h in self.passages
+            ],
+            "timings_ms": self.timings_ms,
+            "answer": self.answer,
+        }
+
+
+@dataclass
+class Route:
+    decision: str
+    p_dense: float
+    p_graph: float
+    qvec: np.ndarray | None  # the query embedding, when the router computed it
+
+
+class R2Adapter:
+    def __init__(
+        self,
+        router: Router,
+        dense: Retriever,
+        graph: Retriever,
+        encoder: Encoder,
+        rewriter: RewriterLike | None = None,
+        epsilon: float = 0.6,
+        answerer: Callable[[str, list[Hit]], str] | None = None,
+    ) -> None:
+        self.router, self.dense, self.graph, self.encoder = router, dense, graph, encoder
+        self.rewriter, self.epsilon, self.answerer = rewriter, epsilon, answerer
+
+    def route(self, query: str) -> Route:
+        """R²Adapter eq. 4; the embedding router reuses the retrieval embedding."""
+        query = check_query(query)
+        if getattr(self.router, "uses_embedding", False):
+            qvec = self.encoder.encode_query(query)
+            p_d, p_g = self.router.score_embeddings(qvec[None, :])  # type: ignore[attr-defined]
+        else:
+            qvec = None
+            p_d, p_g = self.router.score([query])
+        graph = float(p_g[0]) - float(p_d[0]) > self.router.tau
+        return Route("graph" if graph else "dense", float(p_d[0]), float(p_g[0]), qvec)
+
+    def run(
+        self,
+        query: str,
+        mode: str = "auto",
+        k: int = 5,
+        answer: bool = False,
+        route: Route | None = None,
+    ) -> AdapterResult:
+        query = check_query(query)
+        t: dict[str, float] = {}
+        t0 = time.perf_counter()
+        if mode == "auto":
+            route = route or self.route(query)
+        elif route is None:
+            route = Route(mode, float("nan"), float("nan"), None)
+        t["route"] = (time.perf_counter() - t0) * 1000
+        decision = route.decision if mode == "auto" else mode
+
+        q_prime, rewritten, fallback = query, False, None
+        t0 = time.perf_counter()
+        # eq. 7: rewrite only what the router sent to graph with low confidence
+        if (
+            mode == "auto"
+            and decision == "graph"
+            and self.rewriter is not None
+            and route.p_graph < self.epsilon
+        ):
+            res = self.rewriter.rewrite(query)
+            q_prime, rewritten, fallback = res.rewritten, bool(res.rewritten_ok), res.fallback
+        t["rewrite"] = (time.perf_counter() - t0) * 1000
+
+        t0 = time.perf_counter()
+        qvec = route.qvec if (route.qvec is not None and q_prime == query) else None
+        if qvec is None:
+            qvec = self.encoder.encode_query(q_prime)
+        retriever = self.graph if decision == "graph" else self.dense
+        hits = retriever.retrieve(q_prime, k, qvec=qvec)
+        t["retrieve"] = (time.perf_counter() - t0) * 1000
+
+        text = None
+        t0 = time.perf_counter()
+        if answer and self.answerer is not None:
+            text = self.answerer(query, hits)
+        t["answer"] = (time.perf_counter() - t0) * 1000
+        p_d = None if np.isnan(route.p_dense) else route.p_dense
+        p_g = None if np.isnan(route.p_graph) else route.p_graph
+        return AdapterResult(
+            query, mode, decision, p_d, p_g, rewritten, q_prime, hits, t, text, fallback
+        )
+
+
+def llm_answerer(
+    llm: Any, max_tokens: int = 32, timeout: float = 30.0
+) -> Callable[[str, list[Hit]], str]:
+    def answer(question: str, hits: list[Hit]) -> str:
+        passages = "\n\n".join(f"[{i}] {h.title}: {h.text}" for i, h in enumerate(hits, 1))
+        msg = ANSWER_PROMPT.format(passages=passages[:6000], question=question)
+        return str(
+            llm.complete([{"role": "user", "content": msg}], max_tokens=max_tokens, timeout=timeout)
+        ).strip()
+
+    return answer

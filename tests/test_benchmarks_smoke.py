@@ -1,0 +1,113 @@
+"""Benchmark scripts in their quick form: no database, a small synthetic graph, seconds."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from r2adapter.config import GraphParams
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "benchmarks"
+
+
+def _run(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=ROOT,
+        env={**os.environ, **(env or {}), "TQDM_DISABLE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.timeout(60)
+def test_bench_ppr_quick_synthetic(tmp_path: Path) -> None:
+    out = tmp_path / "ppr.json"
+    res = _run(
+        [
+            str(BENCH / "bench_ppr.py"),
+            "--quick",
+            "--synthetic-only",
+            "--candidates",
+            "--nodes",
+            "1500",
+            "--reps",
+            "4",
+            "--out",
+            str(out),
+        ]
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    data = json.loads(out.read_text())
+    assert data["benchmark"] == "ppr" and data["quick"] is True
+    assert {"timestamp", "machine", "targets", "graphs", "skipped"} <= data.keys()
+    assert {"cpu_count", "numpy", "scipy", "igraph"} <= data["machine"].keys()
+    (name, g), *_ = data["graphs"].items()
+    assert name.startswith("synthetic")
+    for side in ("ours", "igraph_prpack"):
+        assert g[side]["n"] == 4
+        assert 0 < g[side]["p50_ms"] <= g[side]["p95_ms"]
+    assert g["speedup_p50"] > 0 and g["ours_transition_build_ms"] >= 0
+    assert g["max_abs_diff"] < 1e-6 and g["agrees_1e-6"] is True
+    assert g["graph"]["nodes"] == 1500 and g["graph"]["edges"] == 3000
+    for who, c in g["candidates"].items():
+        if isinstance(c, dict) and "p50_ms" in c:
+            assert c["max_abs_diff_vs_prpack"] < 1e-6, who
+    assert "ours" in res.stdout and "prpack" in res.stdout
+
+
+def test_synthetic_graph_shape() -> None:
+    from benchmarks.bench_ppr import synthetic_graph, synthetic_resets
+
+    g = synthetic_graph(3000, 6000, 15, seed=3)
+    assert g.src.size == 6000 and (g.src != g.dst).all()
+    keys = np.minimum(g.src, g.dst) * g.n + np.maximum(g.src, g.dst)
+    assert np.unique(keys).size == 6000  # distinct undirected edges
+    assert (g.weight > 0).all()
+    cross = g.cluster[g.src] != g.cluster[g.dst]
+    assert 0.2 < cross.mean() < 0.3  # a quarter of the edges leave their cluster
+    deg = np.bincount(np.concatenate([g.src, g.dst]), minlength=g.n)
+    assert deg.max() > 10 * np.median(deg)  # heavy-tailed, not uniform random
+    (reset,) = synthetic_resets(g, 1, seed=4)
+    weak = GraphParams().passage_node_weight  # the most a passage node gets
+    strong = reset > weak
+    assert strong.sum() == 5 and not g.is_passage[strong].any()  # the phrase seeds
+    assert (reset[g.is_passage] <= weak).all() and reset[g.is_passage].any()
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.timeout(60)
+def test_benches_exit_1_with_one_line_when_db_down() -> None:
+    url = f"postgresql://postgres@127.0.0.1:{_closed_port()}/r2adapter"
+    env = {**os.environ, "R2A_DATABASE_URL": url, "TQDM_DISABLE": "1"}
+    procs = {  # both at once: each waits out the pool's connect timeout
+        script: subprocess.Popen(
+            [sys.executable, str(BENCH / script), "--quick"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for script in ("bench_ppr.py", "bench_dense.py")
+    }
+    for script, proc in procs.items():
+        _, err = proc.communicate(timeout=50)
+        lines = [ln for ln in err.splitlines() if ln.strip()]
+        assert proc.returncode == 1, (script, err)
+        assert len(lines) == 1 and lines[0].startswith("error: database unreachable"), err
