@@ -95,6 +95,19 @@ def _index(args: argparse.Namespace) -> int:
     from r2adapter import steps
 
     r = steps.index(args.dataset, args.openie)
+    if args.report:
+        _write_json(
+            args.report,
+            {
+                "dataset": r.dataset,
+                "version": r.version,
+                "created": r.created,
+                "encoder": r.encoder,
+                "openie": r.openie,
+                **r.counts,
+                **{f"seconds_{k}": v for k, v in r.timings.items()},
+            },
+        )
     c = r.counts
     what = "new index version" if r.created else "index up to date, nothing rebuilt:"
     print(
@@ -173,6 +186,21 @@ def _train(args: argparse.Namespace) -> int:
     from r2adapter import steps
 
     r = steps.train(args.dataset, args.backbone, epochs=args.epochs)
+    if args.report:
+        _write_json(
+            args.report,
+            {
+                "router": r.kind,
+                "version": r.version,
+                "run_id": r.run_id,
+                "tau": r.tau,
+                "best_step": r.best_step,
+                "steps": r.steps,
+                "seconds": r.seconds,
+                **{f"test_{k}": v for k, v in r.test.items()},
+            },
+        )
+        _write_json(str(args.report).replace(".json", "_threshold.json"), r.curve)
     t = r.test
     print(
         f"{r.kind}: registered version {r.version} as candidate (run {r.run_id[:8]}); "
@@ -190,6 +218,19 @@ def _promote(args: argparse.Namespace) -> int:
     from r2adapter import steps
 
     r = steps.promote(args.router, args.dataset)
+    if args.report:
+        _write_json(
+            args.report,
+            {
+                "router": r.kind,
+                "promoted": r.promoted,
+                "candidate": r.candidate,
+                "champion_before": r.champion_before,
+                "reasons": r.reasons,
+                "candidate_metrics": r.candidate_metrics,
+                "champion_metrics": r.champion_metrics,
+            },
+        )
     verb = "promoted" if r.promoted else "kept the champion"
     before = f"v{r.champion_before}" if r.champion_before else "none"
     print(
@@ -328,6 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
     idx = sub.add_parser("index", help="embed passages, run OpenIE, build the graph")
     idx.add_argument("--dataset", required=True)
     idx.add_argument("--openie", default="spacy", choices=["precomputed", "spacy", "llm"])
+    idx.add_argument("--report", help="also write counts and timings as JSON")
     idx.set_defaults(func=_index)
 
     ret = sub.add_parser("retrieve", help="top-k passages for a question")
@@ -364,11 +406,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="minilm (default), embedding, or a transformers model name/path",
     )
     tr.add_argument("--epochs", type=int, default=None)
+    tr.add_argument("--report", help="also write the figures as JSON (and the τ curve)")
     tr.set_defaults(func=_train)
 
     pr = sub.add_parser("promote", help="move champion to the candidate if the gate holds")
     pr.add_argument("--router", default="r2a", choices=["r2a", "r2a_embed"])
     pr.add_argument("--dataset", default=None)
+    pr.add_argument("--report", help="also write the decision as JSON")
     pr.set_defaults(func=_promote)
 
     md = sub.add_parser("models", help="registered routers, aliases and gate metrics")

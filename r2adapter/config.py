@@ -147,3 +147,22 @@ def router_params(backbone: str | None = None, **overrides: object) -> RouterPar
     if p.eval_every_n_steps < 1 or p.batch_size < 1 or p.lr <= 0:
         raise R2AError("eval_every_n_steps, batch_size and lr must be positive")
     return p
+
+
+def label_params(**overrides: object) -> LabelParams:
+    """LabelParams from params.yaml's `label:` section, then explicit overrides."""
+    from dataclasses import fields, replace
+
+    from r2adapter.errors import R2AError
+
+    merged = dict(_params_yaml().get("label") or {})  # type: ignore[call-overload]
+    merged.update({k: v for k, v in overrides.items() if v is not None})
+    unknown = sorted(set(merged) - {f.name for f in fields(LabelParams)})
+    if unknown:
+        raise R2AError(f"params.yaml: unknown label parameter(s): {', '.join(unknown)}")
+    if "split" in merged:
+        merged["split"] = tuple(merged["split"])  # type: ignore[arg-type]
+    p = replace(LabelParams(), **merged)  # type: ignore[arg-type]
+    if p.rule not in ("avg_rank", "topk_first"):
+        raise R2AError(f"unknown label rule '{p.rule}': choose avg_rank or topk_first")
+    return p

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from r2adapter.config import LabelParams
+from r2adapter.config import label_params
 from r2adapter.errors import R2AError
 from r2adapter.evaluate.routing import evaluate_routers, recovered_gain
 from r2adapter.label.annotate import db_labels
@@ -14,7 +14,7 @@ def routing_report(dataset: str, split: str = "test", rule: str | None = None) -
     from r2adapter.index.encoder import get_encoder
     from r2adapter.registry.models import load_router
 
-    rule = rule or LabelParams().rule
+    rule = rule or label_params().rule
     records = db_labels(dataset, rule, split)
     routers: list[Router] = [
         AlwaysDense(),

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from r2adapter.config import LabelParams, settings
+from r2adapter.config import label_params, settings
 from r2adapter.evaluate.metrics import recall_at_k
 from r2adapter.label.annotate import (
     LabelRecord,
@@ -64,7 +64,7 @@ def compare_rules(by_rule: dict[str, list[LabelRecord]]) -> dict[str, dict[str, 
 
 
 def run_label(dataset: str, rule: str | None = None) -> LabelResult:
-    p = LabelParams()
+    p = label_params()
     rule = rule or p.rule
     rankings = rank_queries(dataset, p.depth)
     by_rule = {name: label_rankings(rankings, name, p) for name in RULES}

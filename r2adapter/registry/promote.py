@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from r2adapter.config import LabelParams
+from r2adapter.config import label_params
 from r2adapter.errors import R2AError
 from r2adapter.evaluate.routing import routing_metrics
 from r2adapter.label.annotate import db_labels
@@ -35,7 +35,7 @@ def promote(
     dataset = dataset or cand_v.tags.get("dataset")
     if not dataset:
         raise R2AError("the candidate has no dataset tag: pass --dataset")
-    rule = cand_v.tags.get("label_rule", LabelParams().rule)
+    rule = cand_v.tags.get("label_rule", label_params().rule)
     test = db_labels(dataset, rule, "test")
     questions = [r.question for r in test]
     cand, _ = load_router(kind, "candidate")

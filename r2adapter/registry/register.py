@@ -31,6 +31,7 @@ class TrainReport:
     accelerator: str
     test: dict[str, float]
     seconds: float
+    curve: list[dict[str, float]]  # Score(τ) at the best step, for `dvc plots`
 
 
 def router_kind(backbone: str) -> str:
