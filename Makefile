@@ -28,8 +28,13 @@ install: $(STAMP)
 data: install
 	@$(VENV)/bin/dvc pull -q
 
+# The main job: database up → validate + load every dataset → (dvc repro) index → label →
+# train both routers → register → promote → evaluate → serve and show one query per route.
 run: data
 	$(VENV)/bin/r2a run
+	$(VENV)/bin/dvc repro
+	$(VENV)/bin/dvc metrics show
+	$(VENV)/bin/r2a demo
 
 test: data
 	$(VENV)/bin/pytest -q

@@ -308,6 +308,28 @@ def _serve(args: argparse.Namespace) -> int:
     return 0  # not reached
 
 
+def _demo(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from r2adapter.config import settings
+    from r2adapter.demo import demo
+    from r2adapter.evaluate.retrieval import stored_queries
+
+    dataset = args.dataset or _pipeline_dataset()
+    questions = [q.question for q in stored_queries(dataset, complete_only=False)]
+    if not questions:
+        raise R2AError(f"dataset '{dataset}' has no queries: run `r2a data load` first")
+    log = Path(settings().root) / "reports" / "demo-serve.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    return demo(dataset, questions, log)
+
+
+def _pipeline_dataset() -> str:
+    from r2adapter.config import _params_yaml
+
+    return str((_params_yaml().get("pipeline") or {}).get("dataset", "2wikimultihopqa"))  # type: ignore[union-attr]
+
+
 def _run(args: argparse.Namespace) -> int:
     """The main job on embedded defaults."""
     from r2adapter import steps
@@ -423,6 +445,10 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--port", type=int, default=3000)
     sv.add_argument("--host", default="127.0.0.1")
     sv.set_defaults(func=_serve)
+
+    dm = sub.add_parser("demo", help="serve, show one query per route, stop")
+    dm.add_argument("--dataset", default=None, help="default: params.yaml pipeline.dataset")
+    dm.set_defaults(func=_demo)
 
     run = sub.add_parser("run", help="the main job end to end on embedded defaults")
     run.set_defaults(func=_run)

@@ -46,40 +46,45 @@ class Encoder:
         self.dim = int(self.model.get_embedding_dimension())
         self._lock = threading.Lock()
 
-    def encode(self, texts: list[str], progress: bool = False, desc: str = "embed") -> np.ndarray:
+    def encode(
+        self,
+        texts: list[str],
+        progress: bool = False,
+        desc: str = "embed",
+        batch_size: int | None = None,
+    ) -> np.ndarray:
+        """Normalised float32 embeddings in input order.
+
+        Texts are encoded longest-first in chunks (little padding per batch); short texts
+        (phrases, facts) go in larger batches.
+        """
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        with self._lock:  # one forward pass at a time; torch uses the cores itself
-            out = (
-                self.model.encode(
-                    texts,
-                    batch_size=self.batch_size,
-                    normalize_embeddings=True,
-                    convert_to_numpy=True,
-                    show_progress_bar=False if not progress else None,
-                )
-                if not progress
-                else self._encode_with_bar(texts, desc)
-            )
-        return np.asarray(out, dtype=np.float32)
-
-    def _encode_with_bar(self, texts: list[str], desc: str) -> np.ndarray:
+        if batch_size is None:
+            mean_chars = sum(map(len, texts)) / len(texts)
+            batch_size = self.batch_size * (4 if mean_chars < 80 else 1)
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        step = batch_size * 8
         from tqdm import tqdm
 
-        chunks, step = [], self.batch_size * 16
-        with tqdm(total=len(texts), desc=desc, unit="text", dynamic_ncols=True) as bar:
-            for i in range(0, len(texts), step):
-                chunks.append(
-                    self.model.encode(
-                        texts[i : i + step],
-                        batch_size=self.batch_size,
-                        normalize_embeddings=True,
-                        convert_to_numpy=True,
-                        show_progress_bar=False,
-                    )
+        with (
+            self._lock,
+            tqdm(
+                total=len(texts), desc=desc, unit="text", dynamic_ncols=True, disable=not progress
+            ) as bar,
+        ):  # one forward pass at a time
+            for i in range(0, len(order), step):
+                idx = order[i : i + step]
+                out[idx] = self.model.encode(
+                    [texts[j] for j in idx],
+                    batch_size=batch_size,
+                    normalize_embeddings=True,
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
                 )
-                bar.update(len(texts[i : i + step]))
-        return np.concatenate(chunks)
+                bar.update(len(idx))
+        return out
 
     def encode_query(self, text: str) -> np.ndarray:
         return self.encode([text])[0]

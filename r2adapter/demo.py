@@ -1,0 +1,99 @@
+"""`r2a demo`: start the service, show one query per route (dense, graph, graph rewritten)
+with its decision and timings, stop. The last step of `make run`."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from r2adapter.errors import R2AError
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise R2AError(f"the service exited with code {proc.returncode}; see its log")
+        try:
+            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(1)
+    raise R2AError(f"the service was not ready in {timeout:.0f} s")
+
+
+def pick_examples(url: str, questions: list[str], limit: int = 200) -> dict[str, str]:
+    """First question routed to each of: dense, graph, graph with rewriting."""
+    found: dict[str, str] = {}
+    for q in questions[:limit]:
+        r = httpx.post(f"{url}/route", json={"query": q}, timeout=30).json()
+        kind = (
+            r["decision"]
+            if r["decision"] == "dense"
+            else ("graph rewritten" if r["rewrite"] else "graph")
+        )
+        found.setdefault(kind, q)
+        if len(found) == 3:
+            break
+    return found
+
+
+def demo(dataset: str, questions: list[str], log_path: Path, timeout: float = 300) -> int:
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "R2A_SERVE_DATASET": dataset}
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "r2adapter.cli", "serve", "--port", str(port)],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        print(f"serving {dataset} on {url} (log: {log_path})")
+        _wait_ready(url, proc, timeout)
+        info = httpx.post(f"{url}/info", json={}, timeout=10).json()
+        print(f"router {info['router']} v{info['router_version']} ready")
+        examples = pick_examples(url, questions)
+        for kind in ("dense", "graph", "graph rewritten"):
+            q = examples.get(kind)
+            if q is None:
+                print(f"\n[{kind}] no question among the first 200 was routed here")
+                continue
+            r = httpx.post(
+                f"{url}/retrieve", json={"query": q, "mode": "auto", "top_k": 5}, timeout=120
+            ).json()
+            t = r["timings_ms"]
+            print(f"\n[{kind}] {q}")
+            print(
+                f"  decision {r['decision']}  p_dense {r['p_dense']:.3f}  p_graph "
+                f"{r['p_graph']:.3f}  rewritten {r['rewritten']}"
+                + (f" (fallback: {r['rewrite_fallback']})" if r.get("rewrite_fallback") else "")
+            )
+            if r["rewritten"]:
+                print("  q' = " + r["rewritten_query"].replace("\n", " | "))
+            print("  ms: " + ", ".join(f"{k} {v:.1f}" for k, v in t.items()))
+            for i, p in enumerate(r["passages"][:3], 1):
+                print(f"  {i}. {p['title']}")
+        return 0
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
