@@ -122,6 +122,21 @@ def train_and_register(
             c.set_model_version_tag(model_name(kind), version, tag_key(m), f"{test[m]:.6f}")
     c.set_model_version_tag(model_name(kind), version, "dataset", dataset)
     c.set_model_version_tag(model_name(kind), version, "label_rule", records[0].rule)
+    best = next((p for p in result.history.points if p.step == result.history.best_step), None)
+    curve = (
+        [
+            {"tau": float(tau), "score": float(sc), "f1": float(f), "recall": float(rc)}
+            for tau, sc, f, rc in zip(
+                best.search.taus,
+                best.search.scores,
+                best.search.f1,
+                best.search.recall,
+                strict=True,
+            )
+        ]
+        if best
+        else []
+    )
     return TrainReport(
         kind,
         version,
@@ -132,6 +147,7 @@ def train_and_register(
         result.accelerator,
         test,
         time.perf_counter() - t0,
+        curve,
     )
 
 
