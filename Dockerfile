@@ -42,7 +42,8 @@ RUN pip install --no-deps . \
  && rm -rf build ./*.egg-info
 
 USER 10001:10001
-ENV HOME=/home/app \
+ENV R2A_HOME=/app \
+    HOME=/home/app \
     BENTOML_HOME=/home/app/bentoml \
     HF_HOME=/home/app/.cache/huggingface
 

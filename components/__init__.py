@@ -1,0 +1,24 @@
+"""Kubeflow components, one per pipeline step: thin wrappers over `r2adapter.steps` (the
+functions the CLI calls), run in the project image. See components/README.md."""
+
+from components.deploy import deploy
+from components.evaluate import evaluate
+from components.index import index
+from components.label import label_merge, label_shard, label_shards
+from components.promote import promote
+from components.register import register
+from components.train import train
+from components.validate import validate
+
+__all__ = [
+    "deploy",
+    "evaluate",
+    "index",
+    "label_merge",
+    "label_shard",
+    "label_shards",
+    "promote",
+    "register",
+    "train",
+    "validate",
+]

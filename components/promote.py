@@ -1,0 +1,36 @@
+"""promote: the promotion gate (`r2a promote`). Candidate and champion on the frozen test
+split; `champion` moves to the candidate only when the gate holds (the first model becomes
+champion). The returned flag drives the pipeline's `dsl.If` around `deploy`."""
+
+from kfp.dsl import Metrics, Output
+
+from components._base import r2a_component
+
+
+@r2a_component
+def promote(kind: str, dataset: str, version: str, metrics: Output[Metrics]) -> bool:
+    """True when `champion` moved to `version` in this task. `version` is the candidate
+    this run trained and `register` checked; the gate refuses to judge any other."""
+    from r2adapter import steps
+    from r2adapter.registry.models import alias_version, model_name
+
+    cand = alias_version(kind, "candidate")
+    if cand is None or str(cand.version) != version:
+        raise RuntimeError(
+            f"alias candidate of {model_name(kind)} no longer points to v{version}:"
+            " another training registered since; re-run the pipeline"
+        )
+    r = steps.promote(kind, dataset)
+    verb = "promoted" if r.promoted else "kept the champion"
+    before = f"v{r.champion_before}" if r.champion_before else "none"
+    print(f"{r.kind}: {verb}: candidate v{r.candidate} vs champion {before}")
+    print("; ".join(r.reasons))
+
+    metrics.log_metric("promoted", int(r.promoted))
+    metrics.log_metric("candidate_version", int(r.candidate))
+    metrics.log_metric("champion_before_version", int(r.champion_before or 0))
+    for who, m in (("candidate", r.candidate_metrics), ("champion", r.champion_metrics)):
+        for key, value in (m or {}).items():
+            metrics.log_metric(f"{who}_{key.replace('@', '_at_')}", round(value, 6))
+    metrics.metadata["reasons"] = "; ".join(r.reasons)
+    return bool(r.promoted)

@@ -1,0 +1,48 @@
+"""validate: the Great Expectations suites over corpus and queries (`r2a data validate`)."""
+
+from typing import NamedTuple
+
+from kfp.dsl import Metrics, Output
+
+from components._base import r2a_component
+
+
+@r2a_component
+def validate(dataset: str, metrics: Output[Metrics]) -> NamedTuple(
+    "Outputs", [("name", str), ("fingerprint", str)]
+):
+    """Fails the run when an expectation fails. `fingerprint` (md5 over the dataset's JSON
+    files) is passed on to `index` so that its cache key changes whenever the data does:
+    a recurring run over unchanged data is served from the cache, changed data is not."""
+    import hashlib
+    from collections import namedtuple
+
+    from r2adapter import steps
+    from r2adapter.data.adapters import resolve_dataset_dir
+
+    report = steps.validate(dataset)
+    for check in report.checks:
+        print(check.line())
+    failed = [c for c in report.checks if not c.success]
+    name, folder = resolve_dataset_dir(dataset)
+    digest = hashlib.md5()
+    for path in sorted(folder.glob("*.json")):
+        digest.update(path.name.encode() + b"\0")
+        with path.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    fingerprint = digest.hexdigest()
+
+    metrics.log_metric("passages", report.n_passages)
+    metrics.log_metric("queries", report.n_queries)
+    metrics.log_metric("complete_gold", report.n_complete)
+    metrics.log_metric("expectations", len(report.checks))
+    metrics.log_metric("failed", len(failed))
+    metrics.metadata["dataset_fingerprint"] = fingerprint
+    if failed:
+        raise RuntimeError(
+            f"{name}: validation failed: {len(failed)} of {len(report.checks)} expectations"
+            f" ({'; '.join(c.line() for c in failed[:3])})"
+        )
+    print(f"{name}: validation passed: {len(report.checks)} expectations; data md5 {fingerprint}")
+    return namedtuple("Outputs", ["name", "fingerprint"])(name, fingerprint)

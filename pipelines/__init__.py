@@ -1,0 +1,1 @@
+"""Kubeflow pipelines: `retrain` (the graph, compiled to retrain.yaml) and `submit`."""

@@ -1,0 +1,291 @@
+"""The retraining pipeline (Kubeflow Pipelines v2).
+
+    validate ─▶ index ─▶ label-shards ─▶ ParallelFor: label-shard ─▶ label-merge
+                                                                        │ labels
+    deploy ◀── If promoted ◀── promote ◀── register ◀── train (GPU) ◀───┘
+                                  │                      model
+                               evaluate
+
+`retrain_pipeline` is what Kubeflow runs (compiled to pipelines/retrain.yaml:
+`python -m pipelines.retrain`). `local_pipeline` is the same graph of the same components
+without the cluster configuration (secrets, config map, data volume, GPU, node selector,
+toleration, retries) for `kfp.local` runs, which take their settings from the environment.
+
+Submit with `python -m pipelines.submit` (pipelines/submit.py), which calls
+`validate_params` first. See pipelines/README.md.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from kfp import compiler, dsl, kubernetes
+
+import components as c
+from r2adapter.errors import R2AError
+from r2adapter.steps import SHIPPED_DATASETS as DATASETS
+
+PIPELINE_YAML = Path(__file__).resolve().with_name("retrain.yaml")
+PIPELINE_NAME = "r2adapter-retrain"
+
+# ---- parameters ---------------------------------------------------------------------------
+
+OPENIE_BACKENDS = ("precomputed", "spacy", "llm")
+MAX_LABEL_SHARDS = 256
+
+# The run's defaults. The router's numbers default to 0, meaning "as params.yaml says"
+# (`router:` and `router_<backbone>:`, read by the train task in the image, as `r2a train`
+# does); `pipelines.submit` resolves them at submission and sends the actual values.
+DEFAULTS: dict[str, Any] = {
+    "dataset": "2wikimultihopqa",  # = params.yaml pipeline.dataset
+    "openie": "spacy",  # = params.yaml pipeline.openie
+    "backbone": "minilm",
+    "epochs": 0,
+    "eval_every_n_steps": 0,
+    "tau_step": 0.0,
+    "n_label_shards": 4,
+}
+
+# ---- where things are in the cluster (k8s/) -----------------------------------------------
+
+SECRET = "r2a-secrets"
+CONFIG_MAP = "r2a-config"
+SERVING_NAMESPACE = "r2adapter"
+SERVING_DEPLOYMENT = "r2a-serving"
+# The image holds the code but not data/ (.dockerignore): the DVC-pulled datasets come from
+# this PersistentVolumeClaim, mounted where R2A_HOME=/app expects data/.
+R2A_HOME = "/app"
+DATA_PVC = "r2a-data"
+DATA_MOUNT = "/app/data"
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_NODE_SELECTOR = ("nvidia.com/gpu.present", "true")  # label set by the NVIDIA GPU operator
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+RETRY = {
+    "num_retries": 3,
+    "backoff_duration": "30s",
+    "backoff_factor": 2.0,
+    "backoff_max_duration": "600s",
+}
+
+# Which settings each task gets: secret key → env and config-map key → env.
+DB = {"R2A_DATABASE_URL": "R2A_DATABASE_URL"}
+LLM_KEY = {"R2A_LLM_API_KEY": "R2A_LLM_API_KEY"}
+MLFLOW = {"MLFLOW_TRACKING_URI": "MLFLOW_TRACKING_URI"}
+LLM = {"R2A_LLM_BASE_URL": "R2A_LLM_BASE_URL", "R2A_LLM_MODEL": "R2A_LLM_MODEL"}
+
+
+# ---- parameter validation (at submission) ---------------------------------------------------
+
+
+def validate_params(
+    dataset: str = DEFAULTS["dataset"],
+    openie: str = DEFAULTS["openie"],
+    backbone: str = DEFAULTS["backbone"],
+    epochs: int | None = None,
+    eval_every_n_steps: int | None = None,
+    tau_step: float | None = None,
+    n_label_shards: int = DEFAULTS["n_label_shards"],
+) -> dict[str, Any]:
+    """The run's arguments, all explicit, or an R2AError with a one-line reason. Contacts
+    nothing. The router's fields (None: from params.yaml) go through
+    `r2adapter.config.router_params`, the same check and defaults as `r2a train`."""
+    from r2adapter.config import router_params
+
+    if dataset not in DATASETS:
+        raise R2AError(f"unknown dataset '{dataset}': choose one of {', '.join(DATASETS)}")
+    if openie not in OPENIE_BACKENDS:
+        raise R2AError(
+            f"unknown OpenIE backend '{openie}': choose one of {', '.join(OPENIE_BACKENDS)}"
+        )
+    if not isinstance(backbone, str) or not backbone.strip():
+        raise R2AError("backbone must be a name: minilm, embedding or a transformers model")
+    for name, value in (
+        ("epochs", epochs),
+        ("eval_every_n_steps", eval_every_n_steps),
+        ("n_label_shards", n_label_shards),
+    ):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise R2AError(f"{name} must be an integer, not {value!r}")
+    if tau_step is not None and not (
+        isinstance(tau_step, int | float) and not isinstance(tau_step, bool)
+    ):
+        raise R2AError(f"tau_step must be a number, not {tau_step!r}")
+    if not 1 <= n_label_shards <= MAX_LABEL_SHARDS:
+        raise R2AError(
+            f"n_label_shards must be between 1 and {MAX_LABEL_SHARDS}, not {n_label_shards}"
+        )
+    p = router_params(
+        backbone, epochs=epochs, eval_every_n_steps=eval_every_n_steps, tau_step=tau_step
+    )
+    return {
+        "dataset": dataset,
+        "openie": openie,
+        "backbone": p.backbone,
+        "epochs": p.epochs,
+        "eval_every_n_steps": p.eval_every_n_steps,
+        "tau_step": float(p.tau_step),
+        "n_label_shards": n_label_shards,
+    }
+
+
+# ---- the graph ----------------------------------------------------------------------------
+
+
+def _in_cluster(
+    task: dsl.PipelineTask,
+    *,
+    secrets: dict[str, str] | None = None,
+    config: dict[str, str] | None = None,
+    data: bool = False,
+    retry: bool = False,
+) -> dsl.PipelineTask:
+    """Settings from the r2a-secrets Secret and r2a-config ConfigMap (never literals), the
+    data volume, retries for steps that talk to services that may blip."""
+    task.set_env_variable("R2A_HOME", R2A_HOME)
+    if secrets:
+        kubernetes.use_secret_as_env(task, secret_name=SECRET, secret_key_to_env=secrets)
+    if config:
+        kubernetes.use_config_map_as_env(
+            task, config_map_name=CONFIG_MAP, config_map_key_to_env=config
+        )
+    if data:
+        kubernetes.mount_pvc(task, pvc_name=DATA_PVC, mount_path=DATA_MOUNT)
+    if retry:
+        task.set_retry(**RETRY)
+    return task
+
+
+def _graph(
+    dataset: Any,
+    openie: Any,
+    backbone: Any,
+    epochs: Any,
+    eval_every_n_steps: Any,
+    tau_step: Any,
+    n_label_shards: Any,
+    cluster: bool,
+) -> None:
+    """Both pipelines' tasks. `cluster` adds the Kubernetes configuration."""
+
+    def k8s(task: dsl.PipelineTask, **kw: Any) -> dsl.PipelineTask:
+        return _in_cluster(task, **kw) if cluster else task
+
+    # Caching: on for the steps whose result is a function of their inputs (the data's
+    # fingerprint, the index version, the labels artifact, the parameters); off for steps
+    # that read or change live state (the data on disk, the registry's aliases, the
+    # Deployment): a cached promote could report a promotion that did not happen now.
+    validate = c.validate(dataset=dataset).set_caching_options(False)
+    k8s(validate, data=True)
+
+    index = c.index(
+        dataset=dataset, openie=openie, data_fingerprint=validate.outputs["fingerprint"]
+    )
+    index.set_caching_options(True)
+    k8s(index, secrets={**DB, **LLM_KEY}, config=LLM, data=True, retry=True)
+
+    shards = c.label_shards(n_shards=n_label_shards, index_version=index.outputs["version"])
+    shards.set_caching_options(True)
+    k8s(shards)
+    with dsl.ParallelFor(shards.output, name="label-shards-loop") as item:
+        rank = c.label_shard(
+            dataset=dataset,
+            index_version=item.index_version,
+            shard=item.shard,
+            n_shards=item.n_shards,
+        ).set_caching_options(True)
+        k8s(rank, secrets=DB)
+    merge = c.label_merge(dataset=dataset, shards=dsl.Collected(rank.outputs["rankings"]))
+    merge.set_caching_options(True)
+    k8s(merge, secrets=DB)
+
+    train = c.train(
+        dataset=dataset,
+        backbone=backbone,
+        epochs=epochs,
+        eval_every_n_steps=eval_every_n_steps,
+        tau_step=tau_step,
+        labels=merge.outputs["labels"],
+    ).set_caching_options(True)
+    if cluster:
+        train.set_accelerator_type(GPU_RESOURCE).set_accelerator_limit(1)
+        kubernetes.add_node_selector(train, *GPU_NODE_SELECTOR)
+        kubernetes.add_toleration(train, **GPU_TOLERATION)
+    k8s(train, config=MLFLOW)
+
+    register = c.register(
+        model=train.outputs["model"], pipeline_run=dsl.PIPELINE_JOB_ID_PLACEHOLDER
+    ).set_caching_options(False)
+    k8s(register, config=MLFLOW, retry=True)
+
+    promote = c.promote(
+        kind=train.outputs["kind"], dataset=dataset, version=register.outputs["version"]
+    ).set_caching_options(False)
+    k8s(promote, secrets=DB, config=MLFLOW, retry=True)
+
+    evaluate = c.evaluate(dataset=dataset).after(promote).set_caching_options(False)
+    k8s(evaluate, secrets={**DB, **LLM_KEY}, config={**MLFLOW, **LLM}, retry=True)
+
+    # promote's return value (`promoted`) is its single parameter output, named "Output":
+    # kfp.local resolves a condition only on outputs named so (its condition evaluator).
+    promoted = promote.outputs["Output"]
+    with dsl.If(promoted == True, name="champion-moved"):  # noqa: E712 (a DSL expression)
+        deploy = c.deploy(
+            model_name=train.outputs["name"],
+            version=register.outputs["version"],
+            namespace=SERVING_NAMESPACE,
+            deployment=SERVING_DEPLOYMENT,
+        ).set_caching_options(False)
+        k8s(deploy, config=MLFLOW, retry=True)
+
+
+@dsl.pipeline(
+    name=PIPELINE_NAME,
+    description="R2Adapter router retraining: validate, index, label (sharded), train on a "
+    "GPU, register, promotion gate, evaluate, and deploy when the champion moved.",
+)
+def retrain_pipeline(
+    dataset: str = DEFAULTS["dataset"],
+    openie: str = DEFAULTS["openie"],
+    backbone: str = DEFAULTS["backbone"],
+    epochs: int = DEFAULTS["epochs"],
+    eval_every_n_steps: int = DEFAULTS["eval_every_n_steps"],
+    tau_step: float = DEFAULTS["tau_step"],
+    n_label_shards: int = DEFAULTS["n_label_shards"],
+) -> None:
+    _graph(dataset, openie, backbone, epochs, eval_every_n_steps, tau_step, n_label_shards, True)
+
+
+@dsl.pipeline(
+    name=f"{PIPELINE_NAME}-local",
+    description="The retraining graph without cluster configuration, for kfp.local.",
+)
+def local_pipeline(
+    dataset: str = DEFAULTS["dataset"],
+    openie: str = DEFAULTS["openie"],
+    backbone: str = DEFAULTS["backbone"],
+    epochs: int = DEFAULTS["epochs"],
+    eval_every_n_steps: int = DEFAULTS["eval_every_n_steps"],
+    tau_step: float = DEFAULTS["tau_step"],
+    n_label_shards: int = DEFAULTS["n_label_shards"],
+) -> None:
+    _graph(dataset, openie, backbone, epochs, eval_every_n_steps, tau_step, n_label_shards, False)
+
+
+def compile_pipeline(path: Path | str = PIPELINE_YAML) -> Path:
+    compiler.Compiler().compile(retrain_pipeline, str(path))
+    return Path(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m pipelines.retrain", description="compile the retraining pipeline"
+    )
+    ap.add_argument("--output", default=str(PIPELINE_YAML), help="where to write the YAML")
+    args = ap.parse_args(argv)
+    print(f"wrote {compile_pipeline(args.output)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

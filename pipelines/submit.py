@@ -1,0 +1,132 @@
+"""Submit the retraining pipeline to Kubeflow Pipelines: one run, or a recurring run.
+
+    python -m pipelines.submit --host http://ml-pipeline.kubeflow.svc.cluster.local:8888
+    python -m pipelines.submit --host URL --dataset musique --openie precomputed --epochs 3
+    python -m pipelines.submit --host URL --recurring "0 3 * * 0"     # Sundays 03:00 UTC
+
+The parameters are validated before anything is sent (`validate_params`); a bad value is
+one line on stderr and exit status 1, with no contact to the host. The package sent is the
+compiled pipelines/retrain.yaml (`python -m pipelines.retrain`; tests/test_pipeline.py
+checks it matches the code).
+"""
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pipelines.retrain import DEFAULTS, PIPELINE_YAML, validate_params
+from r2adapter.errors import R2AError
+
+EXPERIMENT = "r2adapter-retrain"  # k8s/base/recurring-run.yaml
+RECURRING_JOB = "r2a-weekly-retrain"
+
+
+def kfp_cron(expr: str) -> str:
+    """KFP's cron has six fields, seconds first: a standard five-field expression gets a
+    leading "0" ("0 3 * * 0" → "0 0 3 * * 0"); six fields pass as they are."""
+    fields = expr.split()
+    if len(fields) == 5:
+        return "0 " + " ".join(fields)
+    if len(fields) == 6:
+        return " ".join(fields)
+    raise R2AError(
+        f"--recurring needs a cron expression of 5 fields (or KFP's 6, seconds first), not {expr!r}"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m pipelines.submit", description="submit the retraining pipeline"
+    )
+    p.add_argument("--host", required=True, help="KFP API, e.g. $KFP_HOST")
+    p.add_argument("--dataset", default=DEFAULTS["dataset"])
+    p.add_argument("--openie", default=DEFAULTS["openie"])
+    p.add_argument("--backbone", default=DEFAULTS["backbone"])
+    p.add_argument("--epochs", type=int, default=None, help="default: params.yaml")
+    p.add_argument("--eval-every-n-steps", type=int, default=None, help="default: params.yaml")
+    p.add_argument("--tau-step", type=float, default=None, help="default: params.yaml")
+    p.add_argument("--n-label-shards", type=int, default=DEFAULTS["n_label_shards"])
+    p.add_argument("--experiment", default=EXPERIMENT)
+    p.add_argument("--run-name", default=None, help="default: r2a-retrain-<dataset>")
+    p.add_argument(
+        "--recurring",
+        metavar="CRON",
+        default=None,
+        help='create a recurring run instead of one run, e.g. "0 3 * * 0" (UTC)',
+    )
+    p.add_argument("--job-name", default=RECURRING_JOB, help="name of the recurring run")
+    p.add_argument(
+        "--no-cache", action="store_true", help="run every step, ignoring cached results"
+    )
+    p.add_argument("--namespace", default=None, help="KFP profile namespace (multi-user)")
+    p.add_argument("--package", default=str(PIPELINE_YAML), help="compiled pipeline YAML")
+    return p
+
+
+def submit(args: argparse.Namespace, client: Any = None) -> str:
+    """Validate, then create the run or recurring run; returns a one-line summary."""
+    arguments = validate_params(
+        dataset=args.dataset,
+        openie=args.openie,
+        backbone=args.backbone,
+        epochs=args.epochs,
+        eval_every_n_steps=args.eval_every_n_steps,
+        tau_step=args.tau_step,
+        n_label_shards=args.n_label_shards,
+    )
+    cron = kfp_cron(args.recurring) if args.recurring else None
+    if client is None:
+        import warnings
+
+        import kfp
+
+        warnings.filterwarnings("ignore", category=FutureWarning, module="kfp")
+        client = kfp.Client(host=args.host, namespace=args.namespace or "kubeflow")
+    caching = False if args.no_cache else None  # None: each task's own caching option
+    if cron is None:
+        result = client.create_run_from_pipeline_package(
+            args.package,
+            arguments=arguments,
+            run_name=args.run_name or f"r2a-retrain-{arguments['dataset']}",
+            experiment_name=args.experiment,
+            namespace=args.namespace,
+            enable_caching=caching,
+        )
+        return f"run {result.run_id} created in experiment {args.experiment}: {arguments}"
+    exp = client.create_experiment(args.experiment, namespace=args.namespace)
+    job = client.create_recurring_run(
+        experiment_id=exp.experiment_id,
+        job_name=args.job_name,
+        description=f"Recurring retraining of the R2Adapter router on {arguments['dataset']}.",
+        cron_expression=cron,
+        max_concurrency=1,
+        no_catchup=True,
+        params=arguments,
+        pipeline_package_path=args.package,
+        enable_caching=caching,
+    )
+    return f"recurring run {job.recurring_run_id} ({cron}) created: {arguments}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    # params.yaml is read from R2A_HOME; in the image (R2A_HOME unset) that is /app, the
+    # checkout this module lives in, the same file the pipeline's tasks read.
+    os.environ.setdefault("R2A_HOME", str(Path(__file__).resolve().parents[1]))
+    args = build_parser().parse_args(argv)
+    try:
+        print(submit(args))
+    except R2AError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except Exception as e:  # the KFP API: unreachable, refused, unauthorised
+        first = (str(e).strip().splitlines() or [""])[0][:300]
+        print(f"error: KFP API at {args.host}: {type(e).__name__}: {first}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

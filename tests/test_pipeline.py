@@ -1,0 +1,400 @@
+"""The Kubeflow retraining pipeline: the committed YAML is the code's, its cluster settings
+(GPU only for training, secrets, caching, retries, the gate before deploy), parameter
+validation at submission, and a local run of the same components with kfp.local against
+the real Postgres and a temporary MLflow store."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pipelines import retrain, submit
+from r2adapter.errors import R2AError
+from tests.conftest import ROOT, make_mini_musique
+
+TASKS = {
+    "validate",
+    "index",
+    "label-shards",
+    "label-shard",
+    "label-merge",
+    "train",
+    "register",
+    "promote",
+    "evaluate",
+    "deploy",
+}
+CACHED = {"index", "label-shards", "label-shard", "label-merge", "train"}
+RETRIED = {"index", "register", "promote", "evaluate", "deploy"}
+
+
+# ---- (a) the committed YAML is a fresh compile ----------------------------------------------
+
+
+def test_committed_yaml_is_up_to_date(tmp_path: Path) -> None:
+    fresh = retrain.compile_pipeline(tmp_path / "retrain.yaml").read_text()
+    committed = retrain.PIPELINE_YAML
+    assert committed.is_file(), "pipelines/retrain.yaml missing: run `python -m pipelines.retrain`"
+    assert committed.read_text() == fresh, (
+        "pipelines/retrain.yaml is stale: re-run `python -m pipelines.retrain` and commit it"
+    )
+
+
+# ---- (b) what the compiled YAML asks of the cluster -----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def compiled() -> dict[str, Any]:
+    docs = list(yaml.safe_load_all(retrain.PIPELINE_YAML.read_text()))
+    assert len(docs) == 2, "expected the pipeline spec and its platform (kubernetes) spec"
+    spec, platform = docs
+    # every task, from the root DAG and the nested ones (ParallelFor, If)
+    tasks: dict[str, dict[str, Any]] = {}
+    parents: dict[str, str] = {}
+    dags = {"root": spec["root"], **spec["components"]}
+    for dag_name, comp in dags.items():
+        for name, task in comp.get("dag", {}).get("tasks", {}).items():
+            tasks[name] = task
+            parents[name] = dag_name
+    return {
+        "spec": spec,
+        "executors": spec["deploymentSpec"]["executors"],
+        "k8s": platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"],
+        "tasks": tasks,
+        "parents": parents,
+    }
+
+
+def _executor(compiled: dict[str, Any], task: str) -> str:
+    comp = compiled["tasks"][task]["componentRef"]["name"]
+    return compiled["spec"]["components"][comp]["executorLabel"]
+
+
+def test_all_steps_present(compiled: dict[str, Any]) -> None:
+    component_tasks = {
+        name
+        for name, t in compiled["tasks"].items()
+        if "executorLabel" in compiled["spec"]["components"][t["componentRef"]["name"]]
+    }
+    assert component_tasks == TASKS
+
+
+def test_only_train_gets_a_gpu_and_gpu_nodes(compiled: dict[str, Any]) -> None:
+    for task in TASKS:
+        ex = _executor(compiled, task)
+        resources = compiled["executors"][ex]["container"].get("resources", {})
+        k8s = compiled["k8s"].get(ex, {})
+        if task == "train":
+            acc = resources["accelerator"]
+            assert acc["resourceType"] == "nvidia.com/gpu" and acc["resourceCount"] == "1"
+            assert k8s["nodeSelector"]["labels"] == {"nvidia.com/gpu.present": "true"}
+            assert k8s["tolerations"] == [
+                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+            ]
+        else:
+            assert "accelerator" not in resources, f"{task} requests an accelerator"
+            assert "nodeSelector" not in k8s and "tolerations" not in k8s, task
+    assert "nvidia.com/gpu" not in json.dumps(
+        {k: v for k, v in compiled["executors"].items() if k != _executor(compiled, "train")}
+    )
+
+
+def test_settings_from_secret_and_config_map(compiled: dict[str, Any]) -> None:
+    def envs(task: str, kind: str) -> set[str]:
+        k8s = compiled["k8s"].get(_executor(compiled, task), {})
+        return {e["envVar"] for block in k8s.get(kind, []) for e in block["keyToEnv"]}
+
+    for task in ("index", "label-shard", "label-merge", "promote", "evaluate"):
+        assert "R2A_DATABASE_URL" in envs(task, "secretAsEnv"), task
+    for task in ("train", "register", "promote", "evaluate", "deploy"):
+        assert "MLFLOW_TRACKING_URI" in envs(task, "configMapAsEnv"), task
+    assert {"R2A_LLM_BASE_URL", "R2A_LLM_MODEL"} <= envs("index", "configMapAsEnv")
+    assert "R2A_LLM_API_KEY" in envs("index", "secretAsEnv")
+    for ex, k8s in compiled["k8s"].items():
+        for block in k8s.get("secretAsEnv", []):
+            assert block["secretName"] == "r2a-secrets", ex
+        for block in k8s.get("configMapAsEnv", []):
+            assert block["configMapName"] == "r2a-config", ex
+    # no setting is a literal in the containers: only R2A_HOME is set there
+    for ex, e in compiled["executors"].items():
+        names = {v["name"] for v in e["container"].get("env", [])}
+        assert names <= {"R2A_HOME"}, (ex, names)
+    text = retrain.PIPELINE_YAML.read_text()
+    assert "postgresql://" not in text and "http://r2a-mlflow" not in text
+    for task in ("validate", "index"):
+        mounts = compiled["k8s"][_executor(compiled, task)]["pvcMount"]
+        assert mounts[0]["constant"] == retrain.DATA_PVC
+
+
+def test_project_image_and_no_pip_at_run_time(compiled: dict[str, Any]) -> None:
+    for ex, e in compiled["executors"].items():
+        container = e["container"]
+        assert container["image"] == "r2adapter:0.1.0", ex
+        assert "pip install" not in " ".join(container["command"] + container["args"]), ex
+
+
+def test_caching_and_retries(compiled: dict[str, Any]) -> None:
+    for task in TASKS:
+        t = compiled["tasks"][task]
+        cached = t.get("cachingOptions", {}).get("enableCache", False)
+        assert cached == (task in CACHED), f"{task}: caching {cached}"
+        retry = t.get("retryPolicy")
+        if task in RETRIED:
+            assert retry and retry["maxRetryCount"] == 3, task
+            assert retry["backoffDuration"] == "30s", task
+        else:
+            assert retry is None, f"{task} retries"
+
+
+def test_deploy_only_when_champion_moved(compiled: dict[str, Any]) -> None:
+    parent = compiled["parents"]["deploy"]
+    assert parent != "root", "deploy must sit inside the gate's dsl.If"
+    condition_task = next(
+        t
+        for t in compiled["spec"]["root"]["dag"]["tasks"].values()
+        if t["componentRef"]["name"] == parent
+    )
+    condition = condition_task["triggerPolicy"]["condition"]
+    assert "pipelinechannel--promote-Output" in condition and "== true" in condition
+    assert "promote" in condition_task["dependentTasks"]
+    promote_out = compiled["spec"]["components"]["comp-promote"]["outputDefinitions"]
+    assert promote_out["parameters"]["Output"]["parameterType"] == "BOOLEAN"
+
+
+def test_labelling_fans_out(compiled: dict[str, Any]) -> None:
+    loops = {
+        name: t
+        for name, t in compiled["spec"]["root"]["dag"]["tasks"].items()
+        if "parameterIterator" in t
+    }
+    assert len(loops) == 1
+    ((name, loop),) = loops.items()
+    assert compiled["parents"]["label-shard"] == loop["componentRef"]["name"]
+    assert "label-shards" in loop["dependentTasks"]
+    assert loop["parameterIterator"]["items"]["inputParameter"].startswith(
+        "pipelinechannel--label-shards-Output"
+    )
+    merge_in = compiled["tasks"]["label-merge"]["inputs"]["artifacts"]["shards"]
+    assert merge_in["taskOutputArtifact"]["producerTask"] == name
+
+
+def test_pipeline_parameters(compiled: dict[str, Any]) -> None:
+    params = compiled["spec"]["root"]["inputDefinitions"]["parameters"]
+    assert set(params) == set(retrain.DEFAULTS)
+    for name, default in retrain.DEFAULTS.items():
+        assert params[name]["defaultValue"] == default, name
+
+
+# ---- (c) validation at submission, no host contacted ----------------------------------------
+
+
+class NoClient:
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"the KFP client was used ({name}) despite invalid parameters")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--epochs", "-2"], "epochs must be ≥ 1, not -2"),
+        (["--tau-step", "0"], "tau_step > 0"),
+        (["--dataset", "nosuch"], "unknown dataset 'nosuch': choose one of"),
+        (["--openie", "magic"], "unknown OpenIE backend 'magic'"),
+        (["--n-label-shards", "0"], "n_label_shards must be between 1 and"),
+        (["--recurring", "every sunday"], "--recurring needs a cron expression"),
+    ],
+)
+def test_bad_parameters_refused_before_submission(args: list[str], message: str) -> None:
+    parsed = submit.build_parser().parse_args(["--host", "http://127.0.0.1:9", *args])
+    with pytest.raises(R2AError, match=message.replace("(", r"\(")) as e:
+        submit.submit(parsed, client=NoClient())
+    assert "\n" not in str(e.value)
+
+
+def test_bad_parameters_one_line_on_stderr(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("R2A_HOME", os.environ.get("R2A_HOME", str(ROOT)))
+    # an unroutable host: validation fails first, so nothing is contacted
+    assert submit.main(["--host", "http://127.0.0.1:9", "--epochs", "-1"]) == 1
+    err = capsys.readouterr().err
+    assert err == "error: epochs must be ≥ 1, not -1\n"
+
+
+def test_validate_params_direct() -> None:
+    with pytest.raises(R2AError, match="unknown dataset 'wiki'"):
+        retrain.validate_params(dataset="wiki")
+    with pytest.raises(R2AError, match="tau_step > 0"):
+        retrain.validate_params(tau_step=0)
+    with pytest.raises(R2AError, match="epochs must be"):
+        retrain.validate_params(epochs=-3)
+    with pytest.raises(R2AError, match="n_label_shards must be an integer"):
+        retrain.validate_params(n_label_shards=2.5)  # type: ignore[arg-type]
+    # unset router fields come from params.yaml (router_params), sent explicitly
+    from r2adapter.config import router_params
+
+    resolved = retrain.validate_params(backbone="embedding")
+    p = router_params("embedding")
+    assert (resolved["epochs"], resolved["eval_every_n_steps"], resolved["tau_step"]) == (
+        p.epochs,
+        p.eval_every_n_steps,
+        p.tau_step,
+    )
+    assert retrain.validate_params(epochs=3)["epochs"] == 3
+
+
+class FakeClient:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def create_run_from_pipeline_package(self, package: str, **kw: Any) -> Any:
+        self.calls.append(("run", {"package": package, **kw}))
+        return type("R", (), {"run_id": "r-1"})()
+
+    def create_experiment(self, name: str, **kw: Any) -> Any:
+        self.calls.append(("experiment", {"name": name, **kw}))
+        return type("E", (), {"experiment_id": "e-1"})()
+
+    def create_recurring_run(self, **kw: Any) -> Any:
+        self.calls.append(("recurring", kw))
+        return type("J", (), {"recurring_run_id": "j-1"})()
+
+
+def test_submit_run_and_recurring_run() -> None:
+    fake = FakeClient()
+    args = submit.build_parser().parse_args(["--host", "h", "--dataset", "musique"])
+    assert "run r-1 created" in submit.submit(args, client=fake)
+    kind, call = fake.calls[-1]
+    assert kind == "run" and call["package"] == str(retrain.PIPELINE_YAML)
+    assert call["arguments"]["dataset"] == "musique" and call["enable_caching"] is None
+
+    args = submit.build_parser().parse_args(["--host", "h", "--recurring", "0 3 * * 0"])
+    assert "recurring run j-1" in submit.submit(args, client=fake)
+    kind, call = fake.calls[-1]
+    assert kind == "recurring" and call["cron_expression"] == "0 0 3 * * 0"
+    assert call["experiment_id"] == "e-1" and call["max_concurrency"] == 1
+    assert call["params"] == retrain.validate_params()
+    assert all(call["params"][k] for k in ("epochs", "eval_every_n_steps", "tau_step"))
+
+
+# ---- (d) a local run: validate → index → label ×2 → train → register → promote → ... ------
+
+
+@pytest.fixture(scope="module")
+def local_run(
+    pg_env: dict[str, str], mini_indexed: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Any]]:
+    """The local pipeline on its own copy of the MuSiQue subset ("kfpmini"), so its index
+    step builds a real index version; `mini_indexed` (the same texts, indexed once per test
+    run) has filled the shared entity/fact embedding caches, which keeps that build short."""
+    from kfp import local
+
+    from r2adapter.config import settings
+
+    dataset = make_mini_musique(tmp_path_factory.mktemp("ds") / "kfpmini")
+    home = tmp_path_factory.mktemp("home")
+    shutil.copy(ROOT / "params.yaml", home / "params.yaml")
+    mlflow_uri = f"sqlite:///{tmp_path_factory.mktemp('mlflow')}/mlflow.db"
+    env = {
+        # the tasks run as subprocesses of this process and inherit os.environ
+        "R2A_HOME": str(home),
+        "R2A_DATA_DIR": str(ROOT / "data"),
+        "MLFLOW_TRACKING_URI": mlflow_uri,
+    }
+    saved = {k: os.environ.get(k) for k in [*env, "KUBERNETES_SERVICE_HOST"]}
+    os.environ.update(env)
+    os.environ.pop("KUBERNETES_SERVICE_HOST", None)  # deploy: a local run
+    settings.cache_clear()
+    root = tmp_path_factory.mktemp("kfp")
+    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(root))
+    t0 = time.perf_counter()
+    try:
+        retrain.local_pipeline(
+            dataset=dataset,
+            openie="precomputed",
+            backbone="embedding",
+            epochs=0,  # 0: params.yaml's router_embedding values, as `r2a train` uses
+            eval_every_n_steps=0,
+            tau_step=0.0,
+            n_label_shards=2,
+        )
+        seconds = time.perf_counter() - t0
+        print(f"\nlocal pipeline run: {seconds:.0f} s")
+        yield {"root": root, "home": home, "mlflow": mlflow_uri, "seconds": seconds}
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        settings.cache_clear()
+
+
+def _task_dirs(root: Path, task: str) -> list[Path]:
+    return sorted(p for p in root.glob(f"*/{task}") if p.is_dir())
+
+
+def _outputs(root: Path, task: str) -> dict[str, Any]:
+    (d,) = _task_dirs(root, task)
+    return json.loads((d / "executor_output.json").read_text())
+
+
+def _metrics(root: Path, task: str) -> dict[str, Any]:
+    return _outputs(root, task)["artifacts"]["metrics"]["artifacts"][0]["metadata"]
+
+
+def test_local_run_registers_and_promotes(local_run: dict[str, Any]) -> None:
+    from mlflow import MlflowClient
+
+    assert local_run["seconds"] < 300, f"local run took {local_run['seconds']:.0f} s"
+    c = MlflowClient(tracking_uri=local_run["mlflow"], registry_uri=local_run["mlflow"])
+    versions = c.search_model_versions("name='r2a-router-embed'")
+    assert [str(v.version) for v in versions] == ["1"]
+    v = versions[0]
+    assert v.status == "READY" and v.tags["dataset"] == "kfpmini"
+    assert v.tags["kfp_pipeline_run"], "register did not record the pipeline run"
+    for alias in ("candidate", "champion"):  # the gate moved champion: the first model
+        assert str(c.get_model_version_by_alias("r2a-router-embed", alias).version) == "1"
+
+    labels = (local_run["home"] / "labels" / "kfpmini.jsonl").read_text().splitlines()
+    assert len(labels) == 60
+    assert json.loads((local_run["home"] / "reports/labels/kfpmini.json").read_text())[
+        "rule_comparison"
+    ]
+
+
+def test_local_run_artifacts_and_gate(local_run: dict[str, Any]) -> None:
+    root = local_run["root"]
+    shards = sorted(root.glob("*/for-loop-*-iteration-*/label-shard/rankings"))
+    assert len(shards) == 2, shards
+    ranked = [json.loads(p.read_text()) for p in shards]
+    assert sorted(r["shard"] for r in ranked) == [0, 1]
+    assert sum(len(r["dense"]) for r in ranked) == 60
+    merged = _outputs(root, "label-merge")
+    assert merged["parameterValues"] == {"n_labels": 60, "md5": merged["parameterValues"]["md5"]}
+
+    model_ref = json.loads(next(root.glob("*/train/model")).read_text())
+    assert model_ref["name"] == "r2a-router-embed" and model_ref["version"] == "1"
+    assert model_ref["run_id"] and model_ref["uri"] == "models:/r2a-router-embed/1"
+
+    promoted = _outputs(root, "promote")["parameterValues"]["Output"]
+    assert promoted is True
+    # the gate held, so deploy ran, and said it rolled nothing out locally
+    outcome = _outputs(root, "deploy")["parameterValues"]["Output"]
+    assert outcome.startswith("local run, not in a cluster: nothing rolled out")
+
+    # figures for the Kubeflow UI: the Metrics artifacts' metadata
+    assert _metrics(root, "validate")["failed"] == 0
+    assert _metrics(root, "train")["tau_star"] >= 0
+    assert _metrics(root, "register")["gate_recall_at_5"] >= 0
+    assert _metrics(root, "promote")["promoted"] == 1
+    evaluated = _metrics(root, "evaluate")
+    assert {"retrieval_dense_recall_at_5", "routing_r2a_embed_recall_at_5"} <= set(evaluated)
