@@ -330,6 +330,41 @@ def _pipeline_dataset() -> str:
     return str((_params_yaml().get("pipeline") or {}).get("dataset", "2wikimultihopqa"))  # type: ignore[union-attr]
 
 
+def _retrain(args: argparse.Namespace) -> int:
+    """The scheduled loop on this machine: index (only what changed) → label → train →
+    register → promote; a running service is told to reload when champion moved."""
+    from r2adapter import steps
+
+    dataset = args.dataset or _pipeline_dataset()
+    report = steps.validate(dataset)
+    if not report.success:
+        raise R2AError(f"{dataset}: validation failed; run `r2a data validate --dataset {dataset}`")
+    print(f"validate: {len(report.checks)} expectations passed")
+    idx = steps.index(dataset, args.openie)
+    print(f"index: version {idx.version} ({'new' if idx.created else 'unchanged'})")
+    lab = steps.label(dataset)
+    print(f"label: {len(lab.records)} queries ({lab.rule}), md5 {lab.md5}")
+    tr = steps.train(dataset, args.backbone)
+    print(f"train: {tr.kind} v{tr.version} registered as candidate (τ* {tr.tau:.2f})")
+    pr = steps.promote(tr.kind, dataset)
+    print(
+        f"promote: {'champion moved to v' + pr.candidate if pr.promoted else 'kept'}: "
+        + "; ".join(pr.reasons)
+    )
+    if args.service_url and pr.promoted:
+        import httpx
+
+        try:
+            info = httpx.post(f"{args.service_url.rstrip('/')}/reload", json={}, timeout=120).json()
+            print(f"service: now serving {info.get('router')} v{info.get('router_version')}")
+        except httpx.HTTPError as e:
+            raise R2AError(
+                f"champion moved but the service at {args.service_url} did not "
+                f"answer /reload ({type(e).__name__}); it polls the alias anyway"
+            ) from None
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
     """The main job on embedded defaults."""
     from r2adapter import steps
@@ -445,6 +480,13 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--port", type=int, default=3000)
     sv.add_argument("--host", default="127.0.0.1")
     sv.set_defaults(func=_serve)
+
+    rt = sub.add_parser("retrain", help="the whole loop on the current data version")
+    rt.add_argument("--dataset", default=None, help="default: params.yaml pipeline.dataset")
+    rt.add_argument("--openie", default="spacy", choices=["precomputed", "spacy", "llm"])
+    rt.add_argument("--backbone", default=None)
+    rt.add_argument("--service-url", default=None, help="a running service to reload")
+    rt.set_defaults(func=_retrain)
 
     dm = sub.add_parser("demo", help="serve, show one query per route, stop")
     dm.add_argument("--dataset", default=None, help="default: params.yaml pipeline.dataset")
