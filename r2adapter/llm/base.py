@@ -1,8 +1,9 @@
 """The LLM protocol, its settings from the environment, and a registry of backends by name.
 
 `get_llm()` picks the backend named by `R2A_LLM_BACKEND`, else `openai` when
-`R2A_LLM_BASE_URL` is set, else none (callers skip with a note). A backend factory gets the
-settings and returns a client, or None when it is not configured.
+`R2A_LLM_BASE_URL` is set, else none (callers skip with a note). `get_llm(default_local=True)`
+falls back to the in-process `local` model instead of none, for callers that need an LLM.
+A backend factory gets the settings and returns a client, or None when it is not configured.
 """
 
 from __future__ import annotations
@@ -94,12 +95,19 @@ def register_llm(name: str) -> Callable[[LLMFactory], LLMFactory]:
     return deco
 
 
-def get_llm(name: str | None = None) -> LLM | None:
-    """The configured LLM client, or None when none is configured."""
-    from r2adapter.llm import openai_compat  # noqa: F401 - backends register on import
+def get_llm(name: str | None = None, *, default_local: bool = False) -> LLM | None:
+    """The configured LLM client, or None when none is configured.
+
+    With `default_local=True`, "none configured" means the local model (`local` backend,
+    loaded lazily on first use) instead of None: for callers that need an LLM (the query
+    rewriter, answer generation), while callers that can skip (the LLM-router baseline) keep
+    the default and get None.
+    """
+    from r2adapter.llm import local, openai_compat  # noqa: F401 - backends register on import
 
     cfg = LLMSettings.from_env()
-    name = name or cfg.backend or ("openai" if cfg.base_url else None)
+    fallback = "local" if default_local else None
+    name = name or cfg.backend or ("openai" if cfg.base_url else fallback)
     if name is None:
         return None
     if name not in _BACKENDS:

@@ -36,7 +36,10 @@ class Transition:
 
 
 def personalized_pagerank(
-    t: Transition, reset: np.ndarray, damping: float = 0.5, tol: float = 1e-7,
+    t: Transition,
+    reset: np.ndarray,
+    damping: float = 0.5,
+    tol: float = 1e-7,
     max_iter: int = 100,
 ) -> np.ndarray:
     """Power iteration on y ← d·P·y + (1 − d)·r, returned as y / Σy.

@@ -34,6 +34,7 @@ class TransformerRouter(nn.Module):
             raise R2AError(
                 f"cannot load router backbone '{backbone}': {str(e).splitlines()[0]}"
             ) from None
+        self.encoder.train()  # from_pretrained returns eval mode; fine-tuning wants dropout
         self.head = nn.Linear(self.encoder.config.hidden_size, 2)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:

@@ -62,14 +62,14 @@ class TrainedRouter(Router):
 
             return self.score_embeddings(get_encoder(self.cfg.encoder).encode(list(queries)))
         assert self._tokenizer is not None
-        batch = self._tokenizer(
-            list(queries),
-            padding=True,
-            truncation=True,
-            max_length=self.cfg.max_length,
-            return_tensors="pt",
-        )
-        with self._lock:
+        with self._lock:  # the fast tokenizer is not safe to share across threads either
+            batch = self._tokenizer(
+                list(queries),
+                padding=True,
+                truncation=True,
+                max_length=self.cfg.max_length,
+                return_tensors="pt",
+            )
             probs = self.net(batch["input_ids"], batch["attention_mask"]).numpy()
         return probs[:, 0].astype(np.float64), probs[:, 1].astype(np.float64)
 

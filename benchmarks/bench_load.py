@@ -1,0 +1,770 @@
+"""Load test of the BentoML service over HTTP on 127.0.0.1 (the service runs as a child).
+
+Phases, each bounded in time (--duration) and in request count (--max-requests), with
+--clients concurrent clients (asyncio + one httpx.AsyncClient, keep-alive) replaying the
+7,405 HotpotQA dev questions in order, each client taking the next question:
+
+  1. POST /route with adaptive batching (the default service);
+  2. POST /retrieve, mode auto, top_k 5 (same service: routing, rewriting when the router
+     sends a query to graph with p_graph < ε, retrieval);
+  3. /retrieve on the dataset's own questions, one request at a time (sequential, one
+     client), each question in mode auto, graph and dense with the order rotated per
+     question: p50 per mode and the auto/graph ratio;
+  4. POST /route again on a second service started with R2A_ROUTER_BATCHING=0.
+
+Per phase: throughput (successful requests per second of the phase's wall time), latency
+p50/p95/p99 (client side, successful requests), errors (non-200 responses, bodies without
+the expected field, exceptions) by kind. Before timing, each service is warmed up (routes,
+retrievals in every mode, and the rewriter's LLM loaded) so no phase pays a one-time load.
+The load average is recorded around every phase: the machine is shared and the numbers move.
+
+    .venv/bin/python benchmarks/bench_load.py --dataset musique       # 30 s a phase
+    .venv/bin/python benchmarks/bench_load.py --dataset musique --quick   # 5 s a phase
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+from tqdm import tqdm
+
+try:  # `python -m benchmarks.bench_load` or imported from the repository root
+    from benchmarks.common import (
+        RESULTS,
+        die,
+        indexed_datasets,
+        machine_info,
+        pct,
+        require_db,
+        save_json,
+        timestamp,
+    )
+except ImportError:  # `python benchmarks/bench_load.py`: benchmarks/ is on sys.path
+    from common import (  # type: ignore[no-redef]
+        RESULTS,
+        die,
+        indexed_datasets,
+        machine_info,
+        pct,
+        require_db,
+        save_json,
+        timestamp,
+    )
+
+ROOT = Path(__file__).resolve().parents[1]
+HOTPOT = ROOT / "data" / "hotpotqa" / "hotpotqa_dev_questions_7405.json"
+FALLBACK_DATASET = "2wikimultihopqa"  # the service's own default
+MODES = ("auto", "graph", "dense")
+TARGET_ROUTE_P50_MS = 15.0  # /route p50 at 8 clients on 2 cores
+TARGET_AUTO_OVER_GRAPH = 0.7  # auto p50 <= 0.7 x always-graph p50 (30% faster)
+TARGET_CLIENTS = 8
+
+
+def loadavg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def default_dataset(kind: str = "r2a") -> str:
+    """The dataset the service would serve: R2A_SERVE_DATASET, else the champion's
+    `dataset` tag, else 2wikimultihopqa."""
+    env = os.environ.get("R2A_SERVE_DATASET")
+    if env:
+        return env
+    try:
+        from r2adapter.registry.models import alias_version
+
+        v = alias_version(kind, "champion")
+    except Exception:
+        v = None
+    tag = v.tags.get("dataset") if v is not None else None
+    return str(tag) if tag else FALLBACK_DATASET
+
+
+# -- the service as a child process ---------------------------------------------------------
+
+
+class ServiceError(Exception):
+    pass
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Service:
+    """`python -m r2adapter.cli serve` on 127.0.0.1 in its own process group."""
+
+    def __init__(self, env: dict[str, str], log_path: Path, startup_timeout: float) -> None:
+        self.env = env
+        self.log_path = log_path
+        self.startup_timeout = startup_timeout
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.startup_s = 0.0
+
+    def __enter__(self) -> Service:
+        t0 = time.perf_counter()
+        with self.log_path.open("wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "r2adapter.cli", "serve"]
+                + ["--port", str(self.port), "--host", "127.0.0.1"],
+                cwd=ROOT,
+                env={**os.environ, **self.env},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_s = time.perf_counter() - t0
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def _wait_ready(self) -> None:
+        assert self.proc is not None
+        deadline = time.monotonic() + self.startup_timeout
+        with httpx.Client(timeout=2, trust_env=False) as c:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise ServiceError(
+                        f"the service exited with code {self.proc.returncode} while starting: "
+                        f"{self.last_log_line()} (log: {self.log_path})"
+                    )
+                try:
+                    if c.get(f"{self.url}/readyz").status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.5)
+        raise ServiceError(
+            f"the service was not ready in {self.startup_timeout:.0f} s: "
+            f"{self.last_log_line()} (log: {self.log_path})"
+        )
+
+    def last_log_line(self) -> str:
+        try:
+            lines = [ln for ln in self.log_path.read_text(errors="replace").splitlines() if ln]
+        except OSError:
+            return "no log"
+        return lines[-1][:300] if lines else "empty log"
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+        except ProcessLookupError:
+            pass
+
+
+# -- load generation -------------------------------------------------------------------------
+
+
+@dataclass
+class PhaseResult:
+    latencies_ms: list[float] = field(default_factory=list)
+    errors: Counter[str] = field(default_factory=Counter)
+    error_samples: list[str] = field(default_factory=list)
+    bodies: list[dict[str, Any]] = field(default_factory=list)  # successful bodies, if kept
+    wall_s: float = 0.0
+    stopped_early: str | None = None
+
+    def error(self, kind: str, detail: str) -> None:
+        self.errors[kind] += 1
+        if len(self.error_samples) < 5:
+            self.error_samples.append(f"{kind}: {detail[:200]}")
+
+    def summary(self) -> dict[str, Any]:
+        v = np.asarray(self.latencies_ms, dtype=np.float64)
+        n_err = sum(self.errors.values())
+        out: dict[str, Any] = {
+            "requests": int(v.size) + n_err,
+            "ok": int(v.size),
+            "errors": n_err,
+            "errors_by_kind": dict(self.errors),
+            "error_samples": self.error_samples,
+            "wall_s": round(self.wall_s, 3),
+            "throughput_rps": v.size / self.wall_s if self.wall_s > 0 else 0.0,
+        }
+        if v.size:
+            out.update(
+                p50_ms=pct(v, 50),
+                p95_ms=pct(v, 95),
+                p99_ms=pct(v, 99),
+                mean_ms=float(v.mean()),
+                min_ms=float(v.min()),
+                max_ms=float(v.max()),
+            )
+        if self.stopped_early:
+            out["stopped_early"] = self.stopped_early
+        return out
+
+
+def check_body(field_name: str) -> Callable[[Any], bool]:
+    return lambda body: isinstance(body, dict) and field_name in body
+
+
+async def run_load(
+    url: str,
+    path: str,
+    bodies: Iterator[dict[str, Any]],
+    *,
+    clients: int,
+    duration_s: float,
+    max_requests: int,
+    timeout_s: float,
+    check: Callable[[Any], bool],
+    alive: Callable[[], bool] = lambda: True,
+    desc: str = "",
+    keep_bodies: bool = False,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> PhaseResult:
+    """`clients` workers post the next body until `duration_s` has passed or `max_requests`
+    have been started. A request in flight at the deadline is allowed to finish (each has
+    `timeout_s`); the whole phase is cancelled at duration + timeout + 5 s regardless."""
+    res = PhaseResult()
+    started = 0
+    stop = asyncio.Event()
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    bar = tqdm(total=round(duration_s), desc=desc or path, unit="s", leave=False)
+
+    async def worker(client: httpx.AsyncClient, deadline: float) -> None:
+        nonlocal started
+        while not stop.is_set() and time.monotonic() < deadline and started < max_requests:
+            try:
+                body = next(bodies)
+            except StopIteration:
+                return
+            started += 1
+            t0 = time.perf_counter()
+            try:
+                r = await client.post(path, json=body)
+            except (httpx.HTTPError, OSError) as e:
+                res.error(type(e).__name__, str(e) or type(e).__name__)
+                await asyncio.sleep(0.05)  # a dead server must not turn this into a busy loop
+                continue
+            ms = (time.perf_counter() - t0) * 1000
+            if r.status_code != 200:
+                res.error(f"status_{r.status_code}", r.text)
+                continue
+            try:
+                data = r.json()
+            except json.JSONDecodeError:
+                res.error("bad_json", r.text)
+                continue
+            if not check(data):
+                res.error("bad_body", r.text)
+                continue
+            res.latencies_ms.append(ms)
+            if keep_bodies:
+                res.bodies.append(data)
+
+    async def ticker(t0: float) -> None:
+        while not stop.is_set():
+            await asyncio.sleep(1)
+            bar.n = min(round(time.monotonic() - t0), bar.total)
+            bar.set_postfix(ok=len(res.latencies_ms), err=sum(res.errors.values()))
+            if not alive():
+                res.stopped_early = "the service exited"
+                stop.set()
+
+    async with httpx.AsyncClient(
+        base_url=url, timeout=timeout_s, limits=limits, trust_env=False, transport=transport
+    ) as client:
+        t0 = time.monotonic()
+        deadline = t0 + duration_s
+        tick = asyncio.create_task(ticker(t0))
+        work = asyncio.gather(*(worker(client, deadline) for _ in range(clients)))
+        try:
+            await asyncio.wait_for(work, duration_s + timeout_s + 5)
+        except TimeoutError:
+            res.stopped_early = "hard stop at duration + request timeout"
+        finally:
+            res.wall_s = time.monotonic() - t0
+            stop.set()
+            tick.cancel()
+            bar.close()
+    return res
+
+
+def cycle(items: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    while True:
+        yield from items
+
+
+def timed_phase(coro_fn: Callable[[], Any]) -> tuple[PhaseResult, dict[str, Any]]:
+    before = loadavg()
+    res = asyncio.run(coro_fn())
+    return res, {"loadavg_before": before, "loadavg_after": loadavg()}
+
+
+# -- warm-up and the sequential mode comparison ----------------------------------------------
+
+
+def warm_up(
+    url: str, questions: list[str], n: int, llm: bool, llm_wait_s: float, timeout_s: float
+) -> dict[str, Any]:
+    """Untimed requests so no phase pays a one-time cost: routes, retrievals in each mode
+    (the retrievers and the graph load on first use), and the rewriter's LLM (it loads
+    on the first rewrite, which falls back with "timeout" until it has loaded)."""
+    t0 = time.perf_counter()
+    out: dict[str, Any] = {"errors": 0}
+    qs = iter(questions)
+    with httpx.Client(base_url=url, timeout=max(timeout_s, 120), trust_env=False) as c:
+        first: dict[str, float] = {}
+        calls = [("/route", {"query": next(qs)}) for _ in range(n)]
+        if llm:
+            calls += [
+                ("/retrieve", {"query": next(qs), "mode": m, "top_k": 5})
+                for _ in range(2)
+                for m in MODES
+            ]
+        for path, body in tqdm(calls, desc="warm-up", unit="req", leave=False):
+            t = time.perf_counter()
+            try:
+                ok = c.post(path, json=body).status_code == 200
+            except httpx.HTTPError:
+                ok = False
+            first.setdefault(f"{path} {body.get('mode', '')}".strip(), (time.perf_counter() - t))
+            out["errors"] += not ok
+        out["first_call_s"] = {k: round(v, 3) for k, v in first.items()}
+        if llm:
+            # until a rewrite returns something other than a timeout: the LLM is loaded
+            deadline = time.monotonic() + llm_wait_s
+            reply: dict[str, Any] = {}
+            tries = 0
+            while time.monotonic() < deadline:
+                tries += 1
+                try:
+                    r = c.post("/rewrite", json={"query": next(qs)})
+                    reply = r.json() if r.status_code == 200 else {"fallback": r.status_code}
+                except httpx.HTTPError as e:
+                    reply = {"fallback": type(e).__name__}
+                    time.sleep(1)
+                if reply.get("fallback") != "timeout":
+                    break
+            out["llm"] = {
+                "ready": bool(reply) and reply.get("fallback") != "timeout",
+                "tries": tries,
+                "last_fallback": reply.get("fallback"),
+                "last_ms": reply.get("ms"),
+            }
+    out["s"] = round(time.perf_counter() - t0, 2)
+    return out
+
+
+def mode_comparison(
+    url: str, questions: list[str], top_k: int, budget_s: float, timeout_s: float
+) -> dict[str, Any]:
+    """Each question in every mode, one request at a time, mode order rotated per question
+    so drift in the machine's load falls on all modes alike; stops after `budget_s`."""
+    lat: dict[str, list[float]] = {m: [] for m in MODES}
+    server: dict[str, dict[str, list[float]]] = {m: {} for m in MODES}
+    errors: dict[str, Counter[str]] = {m: Counter() for m in MODES}
+    auto_by_decision: dict[str, list[float]] = {"dense": [], "graph": []}
+    auto_no_rewrite: list[float] = []  # auto's latency less the server's rewrite time
+    graph_when_auto_graph: list[float] = []  # graph-mode latency of the auto-graph questions
+    rewrites: Counter[str] = Counter()
+    t_end = time.monotonic() + budget_s
+    done = 0
+    before = loadavg()
+    t0 = time.perf_counter()
+    with httpx.Client(base_url=url, timeout=timeout_s, trust_env=False) as c:
+        for i, q in enumerate(tqdm(questions, desc="modes (sequential)", unit="question")):
+            if time.monotonic() >= t_end:
+                break
+            order = MODES[i % 3 :] + MODES[: i % 3]
+            got: dict[str, tuple[float, dict[str, Any]]] = {}
+            for m in order:
+                t = time.perf_counter()
+                try:
+                    r = c.post("/retrieve", json={"query": q, "mode": m, "top_k": top_k})
+                except httpx.HTTPError as e:
+                    errors[m][type(e).__name__] += 1
+                    continue
+                ms = (time.perf_counter() - t) * 1000
+                if r.status_code != 200:
+                    errors[m][f"status_{r.status_code}"] += 1
+                    continue
+                body = r.json()
+                if "passages" not in body:
+                    errors[m]["bad_body"] += 1
+                    continue
+                lat[m].append(ms)
+                got[m] = (ms, body)
+                for stage, v in (body.get("timings_ms") or {}).items():
+                    server[m].setdefault(stage, []).append(float(v))
+            done += 1
+            if "auto" in got:
+                ms, body = got["auto"]
+                auto_by_decision.setdefault(body["decision"], []).append(ms)
+                auto_no_rewrite.append(ms - float(body["timings_ms"].get("rewrite", 0.0)))
+                if body.get("rewritten"):
+                    rewrites["rewritten"] += 1
+                elif body.get("rewrite_fallback"):
+                    rewrites[f"fallback_{body['rewrite_fallback']}"] += 1
+                if body["decision"] == "graph" and "graph" in got:
+                    graph_when_auto_graph.append(got["graph"][0])
+    wall = time.perf_counter() - t0
+
+    def stats(v: list[float]) -> dict[str, Any]:
+        if not v:
+            return {"n": 0}
+        return {
+            "n": len(v),
+            "p50_ms": pct(v, 50),
+            "p95_ms": pct(v, 95),
+            "mean_ms": float(np.mean(v)),
+        }
+
+    per_mode = {
+        m: {
+            **stats(lat[m]),
+            "errors": sum(errors[m].values()),
+            "errors_by_kind": dict(errors[m]),
+            "server_timings_p50_ms": {k: pct(v, 50) for k, v in server[m].items()},
+        }
+        for m in MODES
+    }
+    p50 = {m: per_mode[m].get("p50_ms") for m in MODES}
+    ratio = p50["auto"] / p50["graph"] if p50["auto"] and p50["graph"] else None
+    n_auto = len(lat["auto"])
+    return {
+        "concurrency": "sequential: one client, one request at a time",
+        "questions_planned": len(questions),
+        "questions_done": done,
+        "budget_s": budget_s,
+        "wall_s": round(wall, 2),
+        "loadavg_before": before,
+        "loadavg_after": loadavg(),
+        "modes": per_mode,
+        "auto_over_graph_p50": ratio,
+        "auto": {
+            "graph_share": len(auto_by_decision.get("graph", [])) / n_auto if n_auto else None,
+            "by_decision": {k: stats(v) for k, v in auto_by_decision.items()},
+            "rewrites": dict(rewrites),
+            "less_server_rewrite_time": stats(auto_no_rewrite),
+            "auto_less_rewrite_over_graph_p50": (
+                pct(auto_no_rewrite, 50) / p50["graph"]
+                if auto_no_rewrite and p50["graph"]
+                else None
+            ),
+            "graph_mode_on_auto_graph_questions": stats(graph_when_auto_graph),
+        },
+    }
+
+
+# -- main ------------------------------------------------------------------------------------
+
+
+def load_hotpot(path: Path) -> list[str]:
+    try:
+        rows = json.loads(path.read_text())
+        qs = [r["question"] for r in rows if isinstance(r.get("question"), str)]
+    except (OSError, ValueError, TypeError, AttributeError, KeyError) as e:
+        die(f"cannot read the HotpotQA questions from {path}: {e}")
+    if not qs:
+        die(f"{path} holds no questions")
+    return qs
+
+
+def route_phase(
+    svc: Service, bodies: Iterator[dict[str, Any]], args: argparse.Namespace, desc: str
+) -> dict[str, Any]:
+    res, load = timed_phase(
+        lambda: run_load(
+            svc.url,
+            "/route",
+            bodies,
+            clients=args.clients,
+            duration_s=args.duration,
+            max_requests=args.max_requests,
+            timeout_s=args.timeout,
+            check=check_body("decision"),
+            alive=svc.alive,
+            desc=desc,
+            keep_bodies=True,
+        )
+    )
+    out = {**res.summary(), **load, "clients": args.clients}
+    if res.bodies:
+        graph = sum(b["decision"] == "graph" for b in res.bodies)
+        out["graph_share"] = graph / len(res.bodies)
+    return out
+
+
+def table(phases: dict[str, dict[str, Any]]) -> str:
+    head = (
+        f"{'phase':<22}{'clients':>8}{'req/s':>9}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}"
+        f"{'ok':>7}{'errors':>7}{'load 1m':>8}"
+    )
+    lines = [head, "-" * len(head)]
+    for name, p in phases.items():
+        lines.append(
+            f"{name:<22}{p['clients']:>8}{p['throughput_rps']:>9.1f}"
+            f"{p.get('p50_ms', float('nan')):>9.1f}{p.get('p95_ms', float('nan')):>9.1f}"
+            f"{p.get('p99_ms', float('nan')):>9.1f}{p['ok']:>7}{p['errors']:>7}"
+            f"{p['loadavg_after'][0]:>8.2f}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="5 s a phase, 15 mode questions")
+    ap.add_argument(
+        "--dataset",
+        help="dataset the service serves and whose questions the mode comparison uses "
+        "(default: R2A_SERVE_DATASET, else the champion's dataset tag, else 2wikimultihopqa)",
+    )
+    ap.add_argument("--router", default="r2a", choices=("r2a", "r2a_embed"))
+    ap.add_argument("--clients", type=int, default=TARGET_CLIENTS)
+    ap.add_argument("--duration", type=float, help="seconds per load phase (30; quick 5)")
+    ap.add_argument("--max-requests", type=int, default=20_000, help="cap per load phase")
+    ap.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
+    ap.add_argument("-k", "--top-k", type=int, default=5)
+    ap.add_argument(
+        "--mode-queries", type=int, help="dataset questions for the mode comparison (100; quick 15)"
+    )
+    ap.add_argument(
+        "--mode-budget", type=float, help="seconds for the mode comparison (600; quick 90)"
+    )
+    ap.add_argument(
+        "--rewrite-budget",
+        type=float,
+        help="R2A_REWRITE_BUDGET_S for the service (default: the service's, 5 s)",
+    )
+    ap.add_argument(
+        "--service-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="extra environment for the service (repeatable), e.g. OMP_NUM_THREADS=1",
+    )
+    ap.add_argument("--startup-timeout", type=float, default=300.0)
+    ap.add_argument("--llm-wait", type=float, default=180.0, help="wait for the LLM to load")
+    ap.add_argument("--log-dir", type=Path, help="service logs (default: a temporary folder)")
+    ap.add_argument("--out", type=Path, default=RESULTS / "load.json")
+    args = ap.parse_args(argv)
+    if args.clients < 1 or args.max_requests < 1 or args.timeout <= 0:
+        die("--clients, --max-requests and --timeout must be positive")
+    args.duration = args.duration or (5.0 if args.quick else 30.0)
+    n_modes = args.mode_queries or (15 if args.quick else 100)
+    mode_budget = args.mode_budget or (90.0 if args.quick else 600.0)
+    warm_n = 8 if args.quick else 16
+    # SIGTERM runs the `finally` clauses that stop the service
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+    require_db()  # one line and exit 1 when Postgres is down
+    dataset = args.dataset or default_dataset(args.router)
+    indexed_datasets([dataset], [])  # exit 1 when it is not indexed
+    from r2adapter.evaluate.retrieval import stored_queries
+    from r2adapter.registry.models import alias_version, model_name
+
+    champ = alias_version(args.router, "champion")
+    if champ is None:
+        die(f"no champion for {model_name(args.router)}: run `r2a train` then `r2a promote`")
+    hotpot = load_hotpot(HOTPOT)
+    ds_questions = [q.question for q in stored_queries(dataset, complete_only=False)][:n_modes]
+    if not ds_questions:
+        die(f"dataset '{dataset}' has no stored questions: run `r2a data load` first")
+    # warm-up takes its questions from the end, the timed phases from the start
+    warm_qs = hotpot[::-1]
+
+    log_dir = args.log_dir or Path(tempfile.mkdtemp(prefix="r2a-bench-load-"))
+    log_dir.mkdir(parents=True, exist_ok=True)
+    env = {"R2A_SERVE_DATASET": dataset, "R2A_ROUTER": args.router}
+    if args.rewrite_budget:
+        env["R2A_REWRITE_BUDGET_S"] = str(args.rewrite_budget)
+    for item in args.service_env:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            die(f"--service-env takes NAME=VALUE, not {item!r}")
+        env[name] = value
+
+    result: dict[str, Any] = {
+        "benchmark": "load",
+        "timestamp": timestamp(),
+        "quick": args.quick,
+        "machine": machine_info(),
+        "config": {
+            "dataset": dataset,
+            "router": args.router,
+            "champion_version": str(champ.version),
+            "champion_dataset_tag": champ.tags.get("dataset"),
+            "clients": args.clients,
+            "duration_s": args.duration,
+            "max_requests_per_phase": args.max_requests,
+            "request_timeout_s": args.timeout,
+            "top_k": args.top_k,
+            "load_questions": f"{HOTPOT.relative_to(ROOT)} ({len(hotpot)}), in order",
+            "mode_questions": f"{dataset}: first {len(ds_questions)} stored questions",
+            "rewrite_budget_s": args.rewrite_budget or "service default (5)",
+            "service_env": env,
+            "host": "127.0.0.1",
+            "client": "asyncio + httpx.AsyncClient, keep-alive, in this process (shares the "
+            "2 cores with the service)",
+        },
+        "notes": "throughput = successful requests / phase wall time (the deadline plus the "
+        "requests in flight at it); latency client side, successful requests only; errors = "
+        "non-200, bodies without the expected field, exceptions.",
+        "services": {},
+        "phases": {},
+    }
+    route_bodies = cycle([{"query": q} for q in hotpot])
+    retrieve_bodies = cycle([{"query": q, "mode": "auto", "top_k": args.top_k} for q in hotpot])
+    try:
+        print(f"service (adaptive batching) for {dataset}, logs in {log_dir}")
+        with Service(env, log_dir / "serve-batching.log", args.startup_timeout) as svc:
+            info = httpx.post(f"{svc.url}/info", json={}, timeout=30, trust_env=False).json()
+            warm = warm_up(svc.url, warm_qs, warm_n, True, args.llm_wait, args.timeout)
+            result["services"]["batching"] = {
+                "startup_s": round(svc.startup_s, 2),
+                "info": info,
+                "warmup": warm,
+            }
+            phases = result["phases"]
+            phases["route_batching"] = route_phase(svc, route_bodies, args, "/route batching")
+            res, load = timed_phase(
+                lambda: run_load(
+                    svc.url,
+                    "/retrieve",
+                    retrieve_bodies,
+                    clients=args.clients,
+                    duration_s=args.duration,
+                    max_requests=args.max_requests,
+                    timeout_s=args.timeout,
+                    check=check_body("passages"),
+                    alive=svc.alive,
+                    desc="/retrieve auto",
+                    keep_bodies=True,
+                )
+            )
+            phases["retrieve_auto"] = {**res.summary(), **load, "clients": args.clients}
+            if res.bodies:
+                b = res.bodies
+                phases["retrieve_auto"].update(
+                    graph_share=sum(x["decision"] == "graph" for x in b) / len(b),
+                    rewritten=sum(bool(x.get("rewritten")) for x in b),
+                    rewrite_fallbacks=dict(
+                        Counter(x["rewrite_fallback"] for x in b if x.get("rewrite_fallback"))
+                    ),
+                    server_timings_p50_ms={
+                        s: pct([float(x["timings_ms"][s]) for x in b], 50)
+                        for s in ("route", "rewrite", "retrieve")
+                    },
+                )
+            result["modes"] = mode_comparison(
+                svc.url, ds_questions, args.top_k, mode_budget, max(args.timeout, 60)
+            )
+        print("service without batching (R2A_ROUTER_BATCHING=0)")
+        env0 = {**env, "R2A_ROUTER_BATCHING": "0"}
+        with Service(env0, log_dir / "serve-no-batching.log", args.startup_timeout) as svc:
+            warm = warm_up(svc.url, warm_qs, warm_n, False, 0, args.timeout)
+            result["services"]["no_batching"] = {"startup_s": round(svc.startup_s, 2), **warm}
+            # the same questions as the batched run, from the start
+            again = cycle([{"query": q} for q in hotpot])
+            phases["route_no_batching"] = route_phase(svc, again, args, "/route no batching")
+    except ServiceError as e:
+        die(str(e))
+
+    # -- targets ---------------------------------------------------------------------------
+    phases = result["phases"]
+    errors = sum(p["errors"] for p in phases.values()) + sum(
+        m["errors"] for m in result["modes"]["modes"].values()
+    )
+    route_p50 = phases["route_batching"].get("p50_ms")
+    ratio = result["modes"]["auto_over_graph_p50"]
+    result["targets"] = {
+        "zero_errors": {"errors": errors, "met": errors == 0},
+        "route_p50_ms": {
+            "target": TARGET_ROUTE_P50_MS,
+            "clients": args.clients,
+            "batching": route_p50,
+            "no_batching": phases["route_no_batching"].get("p50_ms"),
+            "met": route_p50 is not None and route_p50 <= TARGET_ROUTE_P50_MS,
+            "met_without_batching": (phases["route_no_batching"].get("p50_ms") or 1e9)
+            <= TARGET_ROUTE_P50_MS,
+            "evaluated_as_specified": args.clients == TARGET_CLIENTS,
+        },
+        "auto_over_graph_p50": {
+            "target_max": TARGET_AUTO_OVER_GRAPH,
+            "ratio": ratio,
+            "auto_p50_ms": result["modes"]["modes"]["auto"].get("p50_ms"),
+            "graph_p50_ms": result["modes"]["modes"]["graph"].get("p50_ms"),
+            "dense_p50_ms": result["modes"]["modes"]["dense"].get("p50_ms"),
+            "concurrency": "sequential",
+            "met": ratio is not None and ratio <= TARGET_AUTO_OVER_GRAPH,
+        },
+    }
+    result["machine"]["loadavg_1_5_15m_at_end"] = loadavg()
+
+    print()
+    print(table(phases))
+    m = result["modes"]
+    print(
+        f"\nmodes on {dataset} ({m['questions_done']} questions, sequential): "
+        + ", ".join(
+            f"{k} p50 {v.get('p50_ms', float('nan')):.1f} ms" for k, v in m["modes"].items()
+        )
+        + f"; auto graph share {m['auto']['graph_share'] or 0:.2f}, "
+        f"rewrites {m['auto']['rewrites']}"
+    )
+    t = result["targets"]
+    print(f"target 0 errors: {t['zero_errors']['errors']} ({_met(t['zero_errors']['met'])})")
+    print(
+        f"target /route p50 <= {TARGET_ROUTE_P50_MS:.0f} ms at {args.clients} clients: "
+        f"batching {_ms(route_p50)} ({_met(t['route_p50_ms']['met'])}), without "
+        f"{_ms(t['route_p50_ms']['no_batching'])}"
+    )
+    print(
+        f"target auto p50 <= {TARGET_AUTO_OVER_GRAPH} x graph p50: ratio "
+        f"{'n/a' if ratio is None else f'{ratio:.2f}'} ({_met(t['auto_over_graph_p50']['met'])})"
+    )
+    print(f"load average (1, 5, 15 min) at the end: {result['machine']['loadavg_1_5_15m_at_end']}")
+    print(f"saved {save_json(args.out, result)}")
+    return 0
+
+
+def _ms(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.1f} ms"
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "MISSED"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

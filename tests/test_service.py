@@ -1,0 +1,188 @@
+"""The BentoML service over real HTTP: `bentoml serve` on localhost with the real database
+and a registered champion. Every endpoint, bad input, the database stopped mid-run and
+restarted, and a champion switch while serving."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import R2A, ROOT, _free_port, run_cli
+
+QUESTION = "Who is the father of the director of the film?"
+
+
+def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 180) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"server exited: {log.read_text()[-3000:]}")
+        try:
+            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(1)
+    raise AssertionError(f"not ready in {timeout} s: {log.read_text()[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def service(
+    mini_indexed: str, pg_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, str]]:
+    tmp = tmp_path_factory.mktemp("svc")
+    env = {
+        **pg_env,
+        "MLFLOW_TRACKING_URI": f"sqlite:///{tmp}/mlflow.db",
+        "R2A_SERVE_DATASET": "musmini",
+        "R2A_CHAMPION_POLL_S": "1",
+        "R2A_REWRITE_BUDGET_S": "3",
+    }
+    for args in (
+        ["label", "--dataset", mini_indexed],
+        ["train", "--dataset", "musmini", "--epochs", "1"],
+        ["promote"],
+    ):
+        r = run_cli(args, env, timeout=900)
+        assert r.returncode == 0, (args, r.stderr[-2000:])
+    port = _free_port()
+    log = tmp / "serve.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [*R2A, "serve", "--port", str(port)],
+            env=env,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_ready(url, proc, log)
+        yield {"url": url, "env": json.dumps(env), "log": str(log)}
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def post(svc: dict[str, str], path: str, body: object, timeout: float = 60) -> httpx.Response:
+    return httpx.post(f"{svc['url']}{path}", json=body, timeout=timeout)
+
+
+def test_health_ready_and_metrics(service: dict[str, str]) -> None:
+    assert httpx.get(f"{service['url']}/healthz").status_code == 200
+    assert httpx.get(f"{service['url']}/readyz").status_code == 200
+    post(service, "/route", {"query": QUESTION})
+    metrics = httpx.get(f"{service['url']}/metrics").text
+    assert "r2a_route_total" in metrics and "r2a_graph_usage_ratio" in metrics
+
+
+def test_route(service: dict[str, str]) -> None:
+    r = post(service, "/route", {"query": QUESTION})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["decision"] in ("dense", "graph") and body["router_version"] == "1"
+    assert 0 <= body["p_dense"] <= 1 and 0 <= body["p_graph"] <= 1
+    assert body["decision"] == (
+        "graph" if body["p_graph"] - body["p_dense"] > body["tau"] else "dense"
+    )
+
+
+@pytest.mark.parametrize("mode", ["dense", "graph", "auto"])
+def test_retrieve_modes(service: dict[str, str], mode: str) -> None:
+    r = post(service, "/retrieve", {"query": QUESTION, "mode": mode, "top_k": 3})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert len(body["passages"]) == 3 and body["dataset"] == "musmini"
+    assert set(body["timings_ms"]) == {"route", "rewrite", "retrieve", "answer"}
+    if mode != "auto":
+        assert body["decision"] == mode and body["rewritten"] is False
+
+
+def test_rewrite_and_answer(service: dict[str, str]) -> None:
+    r = post(service, "/rewrite", {"query": QUESTION})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["rewritten"].startswith(QUESTION)
+    assert (body["fallback"] is None) == body["ok"]
+    r = post(service, "/answer", {"query": QUESTION, "mode": "dense", "top_k": 2}, timeout=120)
+    assert r.status_code == 200, r.text
+    assert isinstance(r.json()["answer"], str) and r.json()["answer"]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/route", {"query": ""}, "query"),
+        ("/route", {"query": "   "}, "query"),
+        ("/route", {"query": "x" * 2001}, "query"),
+        ("/route", {"query": 42}, "query"),
+        ("/route", {}, "query"),
+        ("/retrieve", {"query": "q", "mode": "hybrid"}, "mode"),
+        ("/retrieve", {"query": "q", "top_k": 0}, "top_k"),
+        ("/retrieve", {"query": "q", "top_k": 101}, "top_k"),
+        ("/retrieve", {"query": "q", "top_k": "5"}, "top_k"),
+        ("/retrieve", {"query": "q", "top_k": True}, "top_k"),
+        ("/answer", {"query": ["a list"]}, "query"),
+        ("/rewrite", {"query": None}, "query"),
+    ],
+)
+def test_bad_input_is_422_with_json(
+    service: dict[str, str], path: str, body: object, field: str
+) -> None:
+    r = post(service, path, body)
+    assert r.status_code == 422, r.text
+    assert r.json()["field"] == field and r.json()["error"]
+
+
+def test_champion_switch_while_serving(service: dict[str, str]) -> None:
+    env = json.loads(service["env"])
+    r = run_cli(["train", "--dataset", "musmini", "--epochs", "2"], env, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    import mlflow
+
+    mlflow.set_tracking_uri(env["MLFLOW_TRACKING_URI"])
+    mlflow.MlflowClient().set_registered_model_alias("r2a-router", "champion", "2")
+    deadline = time.time() + 60
+    versions = set()
+    while time.time() < deadline:
+        r = post(service, "/route", {"query": QUESTION})
+        assert r.status_code == 200, r.text  # no downtime while the model is swapped
+        versions.add(r.json()["router_version"])
+        if r.json()["router_version"] == "2":
+            break
+        time.sleep(0.3)
+    assert "2" in versions
+
+
+def test_database_down_then_back(service: dict[str, str]) -> None:
+    """Runs last in this module: stops the session's Postgres and starts it again."""
+    from r2adapter.store import embedded
+
+    embedded.down()
+    try:
+        r = post(service, "/retrieve", {"query": QUESTION, "mode": "dense"})
+        assert r.status_code == 503 and "error" in r.json(), r.text
+        assert httpx.get(f"{service['url']}/healthz").status_code == 200
+        assert httpx.get(f"{service['url']}/readyz").status_code == 503
+        assert post(service, "/route", {"query": QUESTION}).status_code == 200  # in memory
+    finally:
+        embedded.up()
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        r = post(service, "/retrieve", {"query": QUESTION, "mode": "dense"})
+        if r.status_code == 200:
+            break
+        time.sleep(1)
+    assert r.status_code == 200, r.text
