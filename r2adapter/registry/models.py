@@ -23,7 +23,8 @@ class Gate:
 
     recall_tolerance: float = 0.005  # hybrid Recall@5 may drop at most this much
     f1_tolerance: float = 0.01  # graph-class F1 may drop at most this much
-    usage_tolerance: float = 0.05  # graph usage may rise at most this much
+    usage_tolerance: float = 0.05  # graph usage may rise at most this much ...
+    recall_gain_for_usage: float = 0.01  # ... unless hybrid Recall@5 rises at least this
 
     def check(self, cand: dict[str, float], champ: dict[str, float]) -> tuple[bool, list[str]]:
         why = []
@@ -31,9 +32,12 @@ class Gate:
             why.append(f"hybrid R@5 {cand['recall@5']:.3f} < champion {champ['recall@5']:.3f}")
         if cand["f1_graph"] < champ["f1_graph"] - self.f1_tolerance:
             why.append(f"graph F1 {cand['f1_graph']:.3f} < champion {champ['f1_graph']:.3f}")
-        if cand["graph_usage"] > champ["graph_usage"] + self.usage_tolerance:
+        # more graph calls cost latency; accept them only for a real recall gain
+        gained = cand["recall@5"] >= champ["recall@5"] + self.recall_gain_for_usage
+        if cand["graph_usage"] > champ["graph_usage"] + self.usage_tolerance and not gained:
             why.append(
                 f"graph usage {cand['graph_usage']:.2f} > champion {champ['graph_usage']:.2f}"
+                " without a recall gain"
             )
         return not why, why
 
