@@ -88,3 +88,19 @@ def test_router_params_validation() -> None:
         router_params(epochs=-1)
     with pytest.raises(R2AError, match="tau_step"):
         router_params(tau_step=0)
+
+
+def test_promotion_gate() -> None:
+    from r2adapter.registry.models import Gate
+
+    champ = {"recall@5": 0.70, "f1_graph": 0.60, "graph_usage": 0.50}
+    ok, _ = Gate().check({"recall@5": 0.698, "f1_graph": 0.60, "graph_usage": 0.52}, champ)
+    assert ok  # within tolerances
+    ok, why = Gate().check({"recall@5": 0.68, "f1_graph": 0.60, "graph_usage": 0.50}, champ)
+    assert not ok and "R@5" in why[0]
+    ok, why = Gate().check({"recall@5": 0.70, "f1_graph": 0.50, "graph_usage": 0.50}, champ)
+    assert not ok and "F1" in why[0]
+    ok, why = Gate().check({"recall@5": 0.70, "f1_graph": 0.60, "graph_usage": 0.60}, champ)
+    assert not ok and "usage" in why[0]
+    ok, _ = Gate().check({"recall@5": 0.72, "f1_graph": 0.60, "graph_usage": 0.60}, champ)
+    assert ok  # more graph calls bought a recall gain
