@@ -29,7 +29,7 @@ install: $(STAMP)
 
 # The datasets are DVC-tracked; the default remote is the in-repo folder dvcstore/ (offline).
 data: install
-	@$(VENV)/bin/dvc pull -q
+	@$(VENV)/bin/dvc pull -q data.dvc
 
 # The main job: database up → validate + load every dataset → (dvc repro) index → label →
 # train both routers → register → promote → evaluate → serve and show one query per route.
