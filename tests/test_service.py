@@ -152,8 +152,10 @@ def test_champion_switch_while_serving(service: dict[str, str]) -> None:
     assert r.returncode == 0, r.stderr[-2000:]
     import mlflow
 
-    mlflow.set_tracking_uri(env["MLFLOW_TRACKING_URI"])
-    mlflow.MlflowClient().set_registered_model_alias("r2a-router", "champion", "2")
+    uri = env["MLFLOW_TRACKING_URI"]  # this module's store, not the session's
+    mlflow.MlflowClient(tracking_uri=uri, registry_uri=uri).set_registered_model_alias(
+        "r2a-router", "champion", "2"
+    )
     deadline = time.time() + 60
     versions = set()
     while time.time() < deadline:

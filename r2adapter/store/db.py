@@ -52,6 +52,8 @@ def pool(min_size: int = 1, max_size: int = 8) -> ConnectionPool:
         if _pool is None or _pool_url != url:
             if _pool is not None:
                 _pool.close()
+            # check on checkout: after a database restart, stale connections are replaced
+            # instead of failing the next request
             _pool = ConnectionPool(
                 url,
                 min_size=min_size,
@@ -60,6 +62,7 @@ def pool(min_size: int = 1, max_size: int = 8) -> ConnectionPool:
                 configure=_configure,
                 timeout=5,
                 name="r2a",
+                check=ConnectionPool.check_connection,
             )
             _pool_url = url
             try:
