@@ -16,13 +16,14 @@ import httpx
 from r2adapter.errors import R2AError
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
-def _wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float) -> None:
+def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """Poll /readyz until 200; R2AError when the server exits or the time runs out."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         if proc.poll() is not None:
@@ -53,7 +54,7 @@ def pick_examples(url: str, questions: list[str], limit: int = 200) -> dict[str,
 
 
 def demo(dataset: str, questions: list[str], log_path: Path, timeout: float = 300) -> int:
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "R2A_SERVE_DATASET": dataset}
     with log_path.open("wb") as log:
@@ -66,7 +67,7 @@ def demo(dataset: str, questions: list[str], log_path: Path, timeout: float = 30
         )
     try:
         print(f"serving {dataset} on {url} (log: {log_path})")
-        _wait_ready(url, proc, timeout)
+        wait_ready(url, proc, timeout)
         info = httpx.post(f"{url}/info", json={}, timeout=10).json()
         print(f"router {info['router']} v{info['router_version']} ready")
         examples = pick_examples(url, questions)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,14 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from r2adapter.demo import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 R2A = [sys.executable, "-m", "r2adapter.cli"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+_free_port = free_port  # the helper `r2a demo` uses; tests pick ports the same way
 
 
 @pytest.fixture(scope="session")

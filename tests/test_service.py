@@ -15,23 +15,18 @@ from pathlib import Path
 import httpx
 import pytest
 
+from r2adapter.demo import wait_ready
+from r2adapter.errors import R2AError
 from tests.conftest import R2A, ROOT, _free_port, run_cli
 
 QUESTION = "Who is the father of the director of the film?"
 
 
 def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 180) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"server exited: {log.read_text()[-3000:]}")
-        try:
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(1)
-    raise AssertionError(f"not ready in {timeout} s: {log.read_text()[-3000:]}")
+    try:
+        wait_ready(url, proc, timeout)
+    except R2AError as e:
+        raise AssertionError(f"{e}: {log.read_text()[-3000:]}") from None
 
 
 @pytest.fixture(scope="module")

@@ -9,12 +9,14 @@ import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
 from r2adapter.config import GraphParams
-from r2adapter.data.adapters import load_dataset, resolve_dataset_dir
+from r2adapter.data.adapters import load_dataset
+from r2adapter.data.schema import Dataset
 from r2adapter.index.encoder import Encoder, get_encoder
 from r2adapter.index.graph import build_parts, synonym_edges
 from r2adapter.index.openie import Extraction, OpenIE, get_openie
@@ -35,14 +37,12 @@ class IndexReport:
     timings: dict[str, float] = field(default_factory=dict)
 
 
-def make_openie(backend: str, dataset: str) -> OpenIE:
+def make_openie(backend: str, ds: Dataset) -> OpenIE:
     if backend == "precomputed":
         from r2adapter.index.openie_precomputed import find_openie_file
 
-        _, folder = resolve_dataset_dir(dataset)
-        return get_openie(
-            "precomputed", path=find_openie_file(folder), corpus=load_dataset(dataset).passages
-        )
+        folder = Path(ds.files["corpus"]).parent
+        return get_openie("precomputed", path=find_openie_file(folder), corpus=ds.passages)
     return get_openie(backend)
 
 
@@ -83,7 +83,7 @@ def build_index(dataset: str, openie: str = "spacy", log: Log = print) -> IndexR
     timings["passage_embeddings"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    backend = make_openie(openie, dataset)
+    backend = make_openie(openie, ds)  # the dataset read above, not a second parse
     key = backend.cache_key()
     ids = [p.id for p in passages]
     cached = gs.cached_extractions(key, ids)
