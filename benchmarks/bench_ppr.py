@@ -17,7 +17,8 @@ igraph Graph construction and the reset's conversion to a Python list (both done
 before the clock: favours prpack), and our Transition build (reported separately).
 prpack runs on one OpenMP thread by default (--prpack-threads), as ours runs on one: with
 its default of all cores it is erratic on a shared machine (33 to 300 ms on the same call).
---candidates also times candidate changes to ppr.py against both, on the same resets.
+--candidates also times the solver (power iteration vs Chebyshev) and matrix layout
+(float64 vs float32, natural vs RCM order) apart, against prpack on the same resets.
 
     .venv/bin/python benchmarks/bench_ppr.py                 # full: synthetic 100k + DB
     .venv/bin/python benchmarks/bench_ppr.py --candidates    # and the candidate changes
@@ -61,7 +62,7 @@ except ImportError:  # `python benchmarks/bench_ppr.py`: benchmarks/ is on sys.p
     )
 
 from r2adapter.config import GraphParams
-from r2adapter.retrieve.ppr import Transition, personalized_pagerank
+from r2adapter.retrieve.ppr import Transition, personalized_pagerank, ppr_solve
 
 if TYPE_CHECKING:  # imported in main(), after OMP_NUM_THREADS is set for its libgomp
     import igraph as ig
@@ -314,16 +315,8 @@ def prpack(g: ig.Graph, reset: list[float], damping: float) -> list[float]:
 
 
 def iterations_to_converge(t: Transition, reset: np.ndarray, damping: float, tol: float) -> int:
-    """Diagnostic only: the iteration count of personalized_pagerank's loop (same update,
-    same stopping rule: L1 change < tol), which the function itself does not return."""
-    r = reset / reset.sum()
-    p = r.copy()
-    for i in range(1, GraphParams().ppr_max_iter + 1):
-        nxt = damping * (t.matrix @ p + float(p[t.dangling].sum()) * r) + (1 - damping) * r
-        if float(np.abs(nxt - p).sum()) < tol:
-            return i
-        p = nxt
-    return GraphParams().ppr_max_iter
+    """Diagnostic: the matrix products personalized_pagerank takes on this reset."""
+    return ppr_solve(t, reset, damping, tol, GraphParams().ppr_max_iter)[1]
 
 
 def time_ppr(
@@ -383,7 +376,7 @@ def time_ppr(
     extra = {}
     if candidates:
         extra["candidates"] = time_candidates(
-            name, t, g, resets, reset_lists, damping, tol, passage_mask
+            name, t, n, src, dst, weight, g, resets, reset_lists, damping, tol, passage_mask
         )
     return {
         "nodes": n,
@@ -410,88 +403,66 @@ def time_ppr(
     }
 
 
-# ---- candidate changes to ppr.py (measured here, not used by the project) ------------
+# ---- variants of ppr.py (measured here; the project uses personalized_pagerank) --------
 
 
-@dataclass
-class Candidate:
-    """Same fixed point as personalized_pagerank. Solves y = d·P·y + r with one temporary
-    per iteration (the matvec's; the rest in place) and normalises at the end: the mass a
-    dangling node would send back to the reset is proportional to r, so dropping it and
-    dividing by sum(y) gives the same vector (x = y / sum y), with no per-iteration gather
-    over dangling nodes. Same stopping rule as personalized_pagerank, on the normalised
-    iterate: ‖Δy‖₁ / ‖y‖₁ < tol (so the L1 error of x is about tol·d/(1-d) at most: the
-    update contracts by d in L1).
-    Optional: float32 data, and a reverse Cuthill-McKee node order for cache locality."""
-
-    matrix: Any
-    perm: np.ndarray | None
-    inv: np.ndarray | None
-    dtype: Any
-
-    @classmethod
-    def build(cls, t: Transition, rcm: bool = False, dtype: Any = np.float64) -> Candidate:
-        from scipy.sparse.csgraph import reverse_cuthill_mckee
-
-        m, perm, inv = t.matrix, None, None
-        if rcm:
-            perm = reverse_cuthill_mckee(m, symmetric_mode=True).astype(np.int64)
-            inv = np.empty_like(perm)
-            inv[perm] = np.arange(perm.size)
-            m = m[perm][:, perm].tocsr()
-            m.sort_indices()
-        return cls(m.astype(dtype), perm, inv, dtype)
-
-    def ppr(self, reset: np.ndarray, damping: float, tol: float, max_iter: int = 100):
-        r = (reset / reset.sum()).astype(self.dtype)
-        if self.perm is not None:
-            r = r[self.perm]
-        y = r / (1.0 - damping)  # the fixed point sums to 1/(1-d) when nothing dangles
-        diff = np.empty_like(y)
-        for _ in range(max_iter):
-            nxt = self.matrix @ y
-            nxt *= damping
-            nxt += r
-            np.subtract(nxt, y, out=diff)
-            np.abs(diff, out=diff)
-            y = nxt
-            if float(diff.sum()) < tol * float(y.sum()):
-                break
-        x = y.astype(np.float64)
-        if self.inv is not None:
-            x = x[self.inv]
-        return x / x.sum()
+def power_iteration(
+    t: Transition, reset: np.ndarray, damping: float, tol: float, max_iter: int = 100
+) -> np.ndarray:
+    """The power iteration ppr.py used before the Chebyshev solver (same fixed point):
+    y ← d·P·y + (1 − d)·r until the L1 change is below tol, then y / Σy."""
+    base = (reset[t.perm] * ((1.0 - damping) / float(reset.sum()))).astype(t.matrix.dtype)
+    y = base.copy()
+    for _ in range(max_iter):
+        nxt = t.matrix @ y
+        nxt *= damping
+        nxt += base
+        diff = float(np.abs(nxt - y).sum())
+        y = nxt
+        if diff < tol:
+            break
+    x = y.astype(np.float64)[t.inv]
+    return x / x.sum()
 
 
 def candidate_variants(
-    t: Transition,
+    t: Transition, n: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarray
 ) -> tuple[dict[str, tuple[Callable[..., Any], float]], dict[str, float]]:
-    """name -> (ppr(reset, damping, tol), tol) for the candidates worth measuring, and the
-    extra build time (ms, on top of Transition.from_edges) of each prepared form."""
-    import scipy.sparse.csgraph  # noqa: F401  (imported before the build clock)
-
+    """name -> (ppr(reset, damping, tol), tol): the solver and the matrix layout apart, so
+    each change's share of the speedup shows; and each layout's build time (ms)."""
     built, build_ms = {}, {}
     for key, kw in {
-        "inplace": {},
-        "inplace+rcm": {"rcm": True},
-        "inplace+rcm f32": {"rcm": True, "dtype": np.float32},
+        "f64 natural": {"dtype": np.float64, "reorder": False},
+        "f32 natural": {"dtype": np.float32, "reorder": False},
+        "f32 rcm": {},
     }.items():
         t0 = time.perf_counter()
-        built[key] = Candidate.build(t, **kw)
+        built[key] = Transition.from_edges(n, src, dst, weight, **kw)
         build_ms[key] = (time.perf_counter() - t0) * 1000
-    variants = {
-        "ours tol=1e-7": (lambda r, d, tol: personalized_pagerank(t, r, d, tol), 1e-7),
-        "inplace tol=1e-10": (built["inplace"].ppr, 1e-10),
-        "inplace tol=1e-7": (built["inplace"].ppr, 1e-7),
-        "inplace+rcm tol=1e-7": (built["inplace+rcm"].ppr, 1e-7),
-        "inplace+rcm f32 tol=1e-6": (built["inplace+rcm f32"].ppr, 1e-6),
-    }
+    variants: dict[str, tuple[Callable[..., Any], float]] = {}
+    for key, tt in built.items():
+        variants[f"power {key} tol=1e-7"] = (
+            lambda r, d, tl, tt=tt: power_iteration(tt, r, d, tl),
+            1e-7,
+        )
+        variants[f"chebyshev {key} tol=1e-7"] = (
+            lambda r, d, tl, tt=tt: personalized_pagerank(tt, r, d, tl),
+            1e-7,
+        )
+    variants["chebyshev f32 rcm tol=1e-6"] = (
+        lambda r, d, tl: personalized_pagerank(built["f32 rcm"], r, d, tl),
+        1e-6,
+    )
     return variants, build_ms
 
 
 def time_candidates(
     name: str,
     t: Transition,
+    n: int,
+    src: np.ndarray,
+    dst: np.ndarray,
+    weight: np.ndarray,
     g: ig.Graph,
     resets: list,
     reset_lists: list,
@@ -501,7 +472,7 @@ def time_candidates(
 ) -> dict[str, Any]:
     """Every candidate, ours and prpack on each reset, interleaved in rotating order; speedup
     against prpack and against ours in the same loop; top-5 passage agreement with ours."""
-    variants, build_ms = candidate_variants(t)
+    variants, build_ms = candidate_variants(t, n, src, dst, weight)
     calls: list[tuple[str, Callable[..., Any], float]] = [
         ("ours", lambda r, d, tl: personalized_pagerank(t, r, d, tl), tol),
         *((k, f, tl) for k, (f, tl) in variants.items()),
@@ -603,7 +574,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--candidates",
         action="store_true",
-        help="also time candidate changes to ppr.py (in-place, looser tol, RCM order, float32)",
+        help="also time solver and layout variants apart (power/Chebyshev, f64/f32, RCM)",
     )
     ap.add_argument(
         "--prpack-threads",

@@ -67,7 +67,7 @@ class GraphParams:
     damping: float = 0.5  # PPR continuation probability
     synonym_threshold: float = 0.8  # cosine for synonym edges over entity embeddings
     synonym_top_k: int = 100  # kNN neighbours considered per entity
-    ppr_tol: float = 1e-7  # L1 change; bounds the L1 error by tol·d/(1 − d)
+    ppr_tol: float = 1e-6  # bound on the L1 error of the PPR vector (so also on max |error|)
     ppr_max_iter: int = 100
     # ef_search for the pgvector HNSW index; halfvec above this many dimensions
     hnsw_ef_search: int = 64

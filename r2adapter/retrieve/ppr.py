@@ -1,8 +1,17 @@
-"""Personalized PageRank by power iteration on a scipy CSR (HippoRAG 2's graph search).
+"""Personalized PageRank on a scipy CSR (HippoRAG 2's graph search).
 
 Same fixed point as igraph's prpack with a reset vector: a walker continues along a
 weighted edge with probability `damping`, else jumps to the reset distribution; a node
 without edges sends its mass to the reset distribution too.
+
+PPR solves the linear system (I − d·P)·y = (1 − d)·r and returns y / Σy. P is the
+column-stochastic transition of an undirected graph, so it is similar to the symmetric
+D^-1/2·A·D^-1/2 and its eigenvalues are real, in [−1, 1]; those of I − d·P lie in
+[1 − d, 1 + d]. With the spectrum known, the Chebyshev semi-iteration converges at
+(√κ − 1)/(√κ + 1) per matrix product (κ = (1 + d)/(1 − d): 0.27 at d = 0.5) instead of
+the power iteration's d (0.5): about half the products for the same error. The matrix is
+stored in float32, its nodes in reverse Cuthill–McKee order (neighbours close in memory);
+the products dominate the time and both halve the memory they stream.
 """
 
 from __future__ import annotations
@@ -11,17 +20,31 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 
 @dataclass(frozen=True)
 class Transition:
-    """Column-stochastic transition of an undirected weighted graph, ready for PPR."""
+    """Column-stochastic transition of an undirected weighted graph, ready for PPR.
 
-    matrix: sp.csr_matrix  # P[j, i] = w(i, j) / strength(i)
-    dangling: np.ndarray  # bool per node: no edges
+    `matrix` is P in the permuted node order: P[j, i] = w(i, j) / strength(i), with node
+    `perm[k]` of the caller's numbering at position k."""
+
+    matrix: sp.csr_matrix
+    dangling: np.ndarray  # bool per node (caller's order): no edges
+    perm: np.ndarray  # position -> caller's node id
+    inv: np.ndarray  # caller's node id -> position
 
     @classmethod
-    def from_edges(cls, n: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarray) -> Transition:
+    def from_edges(
+        cls,
+        n: int,
+        src: np.ndarray,
+        dst: np.ndarray,
+        weight: np.ndarray,
+        dtype: type = np.float32,
+        reorder: bool = True,
+    ) -> Transition:
         # undirected: each edge both ways; duplicate pairs add up
         rows = np.concatenate([src, dst])
         cols = np.concatenate([dst, src])
@@ -29,10 +52,22 @@ class Transition:
         adj = sp.csr_matrix((w, (rows, cols)), shape=(n, n))
         adj.sum_duplicates()
         strength = np.asarray(adj.sum(axis=1)).ravel()
-        inv = np.divide(1.0, strength, out=np.zeros_like(strength), where=strength > 0)
+        inv_s = np.divide(1.0, strength, out=np.zeros_like(strength), where=strength > 0)
         # adj is symmetric, so adj @ diag(1/strength) is P with columns summing to one
-        matrix = (adj @ sp.diags(inv)).tocsr()
-        return cls(matrix, strength == 0)
+        matrix = (adj @ sp.diags(inv_s)).tocsr()
+        if reorder and n > 1:
+            perm = reverse_cuthill_mckee(matrix, symmetric_mode=True).astype(np.int64)
+            matrix = matrix[perm][:, perm].tocsr()
+        else:
+            perm = np.arange(n, dtype=np.int64)
+        matrix.sort_indices()
+        inv = np.empty_like(perm)
+        inv[perm] = np.arange(n, dtype=np.int64)
+        return cls(matrix.astype(dtype), strength == 0, perm, inv)
+
+    @property
+    def n(self) -> int:
+        return int(self.matrix.shape[0])
 
 
 def personalized_pagerank(
@@ -42,23 +77,52 @@ def personalized_pagerank(
     tol: float = 1e-7,
     max_iter: int = 100,
 ) -> np.ndarray:
-    """Power iteration on y ← d·P·y + (1 − d)·r, returned as y / Σy.
+    """PPR scores in the caller's node order (float64, summing to one)."""
+    return ppr_solve(t, reset, damping, tol, max_iter)[0]
 
-    Dropping the dangling correction inside the loop and normalising once at the end gives
-    the same fixed point (a dangling node's mass goes back in proportion to r). The loop
-    stops when the L1 change is below `tol`, which bounds the L1 error by tol·d/(1 − d).
+
+def ppr_solve(
+    t: Transition,
+    reset: np.ndarray,
+    damping: float = 0.5,
+    tol: float = 1e-7,
+    max_iter: int = 100,
+) -> tuple[np.ndarray, int]:
+    """PPR by Chebyshev semi-iteration on (I − d·P)·y = (1 − d)·r; returns y / Σy (float64,
+    in the caller's node order) and the number of matrix products.
+
+    Dropping the dangling correction and normalising once at the end gives the same fixed
+    point (a dangling node's mass goes back in proportion to r). The loop stops when the
+    residual's L1 norm is below tol·(1 − d): since ‖P‖₁ ≤ 1, ‖(I − d·P)⁻¹‖₁ ≤ 1/(1 − d),
+    so the L1 error of y (which sums to about 1) is below `tol`.
     """
+    if not 0.0 < damping < 1.0:
+        raise ValueError("damping must be in (0, 1)")
     total = float(reset.sum())
     if total <= 0:
         raise ValueError("reset vector has no mass")
-    base = reset.astype(np.float64) * ((1.0 - damping) / total)
-    y = base.copy()
-    for _ in range(max_iter):
-        nxt = t.matrix @ y
-        nxt *= damping
-        nxt += base
-        diff = float(np.abs(nxt - y).sum())
-        y = nxt
-        if diff < tol:
+    dtype = t.matrix.dtype
+    b = (reset[t.perm] * ((1.0 - damping) / total)).astype(dtype)
+    # Chebyshev iteration for A = I − d·P with spectrum in [1 − d, 1 + d]: centre 1, half-width d
+    sigma = 1.0 / damping
+    rho = 1.0 / sigma
+    y = np.zeros_like(b)
+    r = b.copy()
+    step = r.copy()  # d_0 = r_0 / centre
+    stop = tol * (1.0 - damping)
+    iterations = 0
+    while iterations < max_iter:
+        iterations += 1
+        y += step
+        a_step = t.matrix @ step  # A·d = d − damping·P·d
+        a_step *= -damping
+        a_step += step
+        r -= a_step
+        if float(np.abs(r).sum()) < stop:
             break
-    return y / y.sum()
+        rho_next = 1.0 / (2.0 * sigma - rho)
+        step *= rho_next * rho
+        step += (2.0 * rho_next / damping) * r
+        rho = rho_next
+    x = y.astype(np.float64)[t.inv]
+    return x / x.sum(), iterations
