@@ -100,6 +100,8 @@ class RouterParams:
     tau_min: float = 0.0
     tau_max: float = 0.5
     tau_step: float = 0.02
+    max_graph_usage: float = 1.0  # graph budget: τ* is searched among the τ that send at
+    # most this share of the validation queries to graph (1.0: unconstrained, the paper)
     epsilon: float = 0.6  # rewrite when routed to graph with p_graph < ε (eq. 7)
     max_length: int = 64
     seed: int = 13
@@ -144,6 +146,8 @@ def router_params(backbone: str | None = None, **overrides: object) -> RouterPar
         raise R2AError(f"epochs must be ≥ 1, not {p.epochs}")
     if p.tau_step <= 0 or p.tau_max < p.tau_min:
         raise R2AError("the τ search needs tau_step > 0 and tau_max ≥ tau_min")
+    if not 0.0 < p.max_graph_usage <= 1.0:
+        raise R2AError(f"max_graph_usage must be in (0, 1], not {p.max_graph_usage}")
     if p.eval_every_n_steps < 1 or p.batch_size < 1 or p.lr <= 0:
         raise R2AError("eval_every_n_steps, batch_size and lr must be positive")
     return p
@@ -163,6 +167,7 @@ def label_params(**overrides: object) -> LabelParams:
     if "split" in merged:
         merged["split"] = tuple(merged["split"])  # type: ignore[arg-type]
     p = replace(LabelParams(), **merged)  # type: ignore[arg-type]
-    if p.rule not in ("avg_rank", "topk_first"):
-        raise R2AError(f"unknown label rule '{p.rule}': choose avg_rank or topk_first")
+    rules = ("avg_rank", "topk_first", "recall_first")
+    if p.rule not in rules:
+        raise R2AError(f"unknown label rule '{p.rule}': choose {', '.join(rules)}")
     return p

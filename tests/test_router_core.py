@@ -10,7 +10,7 @@ import torch
 
 from r2adapter.config import router_params
 from r2adapter.errors import R2AError
-from r2adapter.label.rules import avg_rank_rule, split_of, topk_first_rule
+from r2adapter.label.rules import avg_rank_rule, recall_first_rule, split_of, topk_first_rule
 from r2adapter.route.loss import focal_bce
 from r2adapter.route.threshold import decide, f1_recall, search_threshold
 
@@ -37,6 +37,20 @@ def test_topk_first_rule_prefers_full_chain_in_top_k() -> None:
     assert topk_first_rule(["a"] + ["x"] * 9, ["x"] * 9 + ["a"], gold, top_k=2).preference == (
         "dense"
     )
+
+
+def test_recall_first_rule_prefers_graph_only_for_more_gold_in_top_k() -> None:
+    gold = ["a", "b"]
+    # both find both gold passages in the top 5; graph ranks them higher, dense still wins
+    lab = recall_first_rule(["x1", "x2", "a", "b"], ["a", "b"], gold, top_k=5)
+    assert (lab.y_dense, lab.y_graph, lab.preference) == (True, True, "dense")
+    assert topk_first_rule(["x1", "x2", "a", "b"], ["a", "b"], gold).preference == "graph"
+    # graph finds one more gold passage in the top 5
+    more = recall_first_rule(["a"] + ["x"] * 9, ["b", "a"], gold, top_k=5)
+    assert (more.y_dense, more.y_graph, more.preference) == (False, True, "graph")
+    # dense finds more: graph is not suitable
+    less = recall_first_rule(["a", "b"], ["a"], gold, top_k=5)
+    assert (less.y_dense, less.y_graph, less.preference) == (True, False, "dense")
 
 
 def test_split_is_deterministic_and_8_1_1() -> None:
@@ -82,12 +96,30 @@ def test_threshold_search_on_crafted_scores() -> None:
         search_threshold(p_dense, p_graph, truth, step=0)
 
 
+def test_threshold_search_under_a_graph_budget() -> None:
+    # margins .31 .45 (graph) and .05 .20 (dense); unconstrained best τ = .20 sends half
+    p_dense = np.array([0.2, 0.1, 0.5, 0.4])
+    p_graph = np.array([0.51, 0.55, 0.55, 0.6])
+    truth = np.array([True, True, False, False])
+    free = search_threshold(p_dense, p_graph, truth, 0.0, 0.5, 0.02)
+    assert free.usage[0] == 1.0 and free.usage[-1] == 0.0
+    capped = search_threshold(p_dense, p_graph, truth, 0.0, 0.5, 0.02, max_usage=0.25)
+    assert capped.best_tau == pytest.approx(0.32)  # only the .45 query still goes to graph
+    assert capped.usage[np.flatnonzero(capped.taus == capped.best_tau)[0]] == 0.25
+    assert capped.best_score == pytest.approx((2 / 3 + 0.5) / 2)
+    # a budget no τ in the range meets: the most frugal τ (the first of them)
+    tight = search_threshold(p_dense, p_graph, truth, 0.0, 0.3, 0.02, max_usage=0.1)
+    assert tight.best_tau == pytest.approx(0.2) and tight.usage.min() == 0.5
+
+
 def test_router_params_validation() -> None:
     assert router_params("embedding").backbone == "embedding"
     with pytest.raises(R2AError, match="epochs"):
         router_params(epochs=-1)
     with pytest.raises(R2AError, match="tau_step"):
         router_params(tau_step=0)
+    with pytest.raises(R2AError, match="max_graph_usage"):
+        router_params(max_graph_usage=0)
 
 
 def test_promotion_gate() -> None:

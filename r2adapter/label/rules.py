@@ -6,7 +6,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from r2adapter.evaluate.metrics import average_rank, full_chain
+from r2adapter.evaluate.metrics import average_rank, full_chain, recall_at_k
 
 SPLITS = ("train", "val", "test")
 
@@ -52,7 +52,28 @@ def topk_first_rule(
     return Label(rd, rg, rd <= rg, rg <= rd)
 
 
-RULES = {"avg_rank": avg_rank_rule, "topk_first": topk_first_rule}
+def recall_first_rule(
+    dense: Sequence[str],
+    graph: Sequence[str],
+    gold: Sequence[str],
+    depth: int = 200,
+    top_k: int = 5,
+) -> Label:
+    """Cost-aware: Recall@k decides; equal Recall@k makes both suitable, so the preference
+    goes to dense, the cheaper paradigm. Graph is preferred only where it returns more gold
+    passages in the top k than dense, which is what a graph call must buy."""
+    rd, rg = average_rank(dense, gold, depth), average_rank(graph, gold, depth)
+    kd, kg = recall_at_k(dense, gold, top_k), recall_at_k(graph, gold, top_k)
+    if kd != kg:
+        return Label(rd, rg, kd > kg, kg > kd)
+    return Label(rd, rg, True, True)
+
+
+RULES = {
+    "avg_rank": avg_rank_rule,
+    "topk_first": topk_first_rule,
+    "recall_first": recall_first_rule,
+}
 
 
 def split_of(query_id: str, fractions: tuple[float, float, float] = (0.8, 0.1, 0.1)) -> str:

@@ -99,7 +99,12 @@ def train_and_register(
             )
             mlflow.log_artifact(str(plot_pr(result.history, t / "val_pr.png")), "plots")
             curve = [
-                {"step": p.step, "taus": p.search.taus.tolist(), "scores": p.search.scores.tolist()}
+                {
+                    "step": p.step,
+                    "taus": p.search.taus.tolist(),
+                    "scores": p.search.scores.tolist(),
+                    "graph_usage": p.search.usage.tolist(),
+                }
                 for p in result.history.points
             ]
             (t / "threshold_search.json").write_text(json.dumps(curve))
@@ -125,12 +130,19 @@ def train_and_register(
     best = next((p for p in result.history.points if p.step == result.history.best_step), None)
     curve = (
         [
-            {"tau": float(tau), "score": float(sc), "f1": float(f), "recall": float(rc)}
-            for tau, sc, f, rc in zip(
+            {
+                "tau": float(tau),
+                "score": float(sc),
+                "f1": float(f),
+                "recall": float(rc),
+                "graph_usage": float(u),
+            }
+            for tau, sc, f, rc, u in zip(
                 best.search.taus,
                 best.search.scores,
                 best.search.f1,
                 best.search.recall,
+                best.search.usage,
                 strict=True,
             )
         ]

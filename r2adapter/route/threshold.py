@@ -28,8 +28,10 @@ class ThresholdSearch:
     scores: np.ndarray  # Score(τ) = (F1 + Recall) / 2 of the graph class (eq. 5)
     f1: np.ndarray
     recall: np.ndarray
+    usage: np.ndarray  # share of queries sent to graph at each τ
     best_tau: float
     best_score: float
+    max_usage: float = 1.0
 
 
 def search_threshold(
@@ -39,15 +41,26 @@ def search_threshold(
     tau_min: float = 0.0,
     tau_max: float = 0.5,
     step: float = 0.02,
+    max_usage: float = 1.0,
 ) -> ThresholdSearch:
+    """Algorithm 2's search, optionally under a graph budget: only the τ that send at most
+    `max_usage` of the queries to graph compete (if none does, the most frugal τ wins)."""
     if step <= 0:
         raise ValueError("the τ step must be positive")
     truth = np.asarray(graph_preferred, dtype=bool)
     n = int(round((tau_max - tau_min) / step)) + 1
     taus = np.round(tau_min + step * np.arange(n), 10)
-    f1s, recalls = np.zeros(n), np.zeros(n)
+    f1s, recalls, usage = np.zeros(n), np.zeros(n), np.zeros(n)
     for i, tau in enumerate(taus):
-        _, recalls[i], f1s[i] = f1_recall(decide(p_dense, p_graph, tau), truth)
+        pred = decide(p_dense, p_graph, tau)
+        _, recalls[i], f1s[i] = f1_recall(pred, truth)
+        usage[i] = float(np.mean(pred)) if pred.size else 0.0
     scores = (f1s + recalls) / 2
-    best = int(np.argmax(scores))  # first maximum: the lowest τ among ties (Algorithm 2's >)
-    return ThresholdSearch(taus, scores, f1s, recalls, float(taus[best]), float(scores[best]))
+    allowed = usage <= max_usage + 1e-12
+    if allowed.any():  # first maximum: the lowest τ among ties (Algorithm 2's >)
+        best = int(np.flatnonzero(allowed)[np.argmax(scores[allowed])])
+    else:
+        best = int(np.argmin(usage))
+    return ThresholdSearch(
+        taus, scores, f1s, recalls, usage, float(taus[best]), float(scores[best]), max_usage
+    )

@@ -37,6 +37,7 @@ class PeriodicThresholdSearch(L.Callback):
         tau_min: float = 0.0,
         tau_max: float = 0.5,
         tau_step: float = 0.02,
+        max_graph_usage: float = 1.0,
     ) -> None:
         if every_n_steps < 1:
             raise ValueError("every_n_steps must be ≥ 1")
@@ -46,6 +47,7 @@ class PeriodicThresholdSearch(L.Callback):
             tau_max,
             tau_step,
         )
+        self.max_graph_usage = max_graph_usage
         self.history = SearchHistory()
         self.best_state: dict[str, Any] | None = None
 
@@ -56,12 +58,20 @@ class PeriodicThresholdSearch(L.Callback):
         dm = trainer.datamodule  # type: ignore[attr-defined]
         p_dense, p_graph = module.predict_split(dm.val_dataloader())  # type: ignore[operator]
         truth = np.array([r.preference == "graph" for r in dm.splits["val"]])
-        s = search_threshold(p_dense, p_graph, truth, self.tau_min, self.tau_max, self.tau_step)
+        s = search_threshold(
+            p_dense,
+            p_graph,
+            truth,
+            self.tau_min,
+            self.tau_max,
+            self.tau_step,
+            self.max_graph_usage,
+        )
         margins = np.asarray(p_graph) - np.asarray(p_dense)
         cuts = np.unique(margins)
         pr = np.array([f1_recall(margins >= c, truth)[:2] for c in cuts]).reshape(-1, 2)
         self.history.points.append(SearchPoint(step, s, (pr[:, 0], pr[:, 1])))
-        best_i = int(np.argmax(s.scores))
+        best_i = int(np.argmin(np.abs(s.taus - s.best_tau)))
         metrics = {
             "val_score": s.best_score,
             "val_tau": s.best_tau,

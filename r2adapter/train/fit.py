@@ -53,7 +53,9 @@ def train_router(
     module = RouterModule(
         build_net(cfg), lr=p.lr, alpha=p.alpha, gamma=p.gamma, warmup_ratio=p.warmup_ratio
     )
-    search = PeriodicThresholdSearch(p.eval_every_n_steps, p.tau_min, p.tau_max, p.tau_step)
+    search = PeriodicThresholdSearch(
+        p.eval_every_n_steps, p.tau_min, p.tau_max, p.tau_step, p.max_graph_usage
+    )
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     trainer = L.Trainer(
         accelerator="auto",
