@@ -10,6 +10,8 @@
 `python -m pipelines.retrain`). `local_pipeline` is the same graph of the same components
 without the cluster configuration (secrets, config map, data volume, GPU, node selector,
 toleration, retries) for `kfp.local` runs, which take their settings from the environment.
+Both are made by `_pipeline` (the parameters, once) over `_graph` (the steps and their
+wiring, once); `_graph(cluster=True)` adds the Kubernetes configuration.
 
 Submit with `python -m pipelines.submit` (pipelines/submit.py), which calls
 `validate_params` first. See pipelines/README.md.
@@ -239,37 +241,40 @@ def _graph(
         k8s(deploy, config=MLFLOW, retry=True)
 
 
-@dsl.pipeline(
-    name=PIPELINE_NAME,
-    description="R2Adapter router retraining: validate, index, label (sharded), train on a "
+def _pipeline(name: str, description: str, cluster: bool) -> Any:
+    """A KFP pipeline over `_graph`: the run's parameters and their defaults are declared
+    here once, for both the cluster pipeline and the local one."""
+
+    def pipeline(
+        dataset: str = DEFAULTS["dataset"],
+        openie: str = DEFAULTS["openie"],
+        backbone: str = DEFAULTS["backbone"],
+        epochs: int = DEFAULTS["epochs"],
+        eval_every_n_steps: int = DEFAULTS["eval_every_n_steps"],
+        tau_step: float = DEFAULTS["tau_step"],
+        n_label_shards: int = DEFAULTS["n_label_shards"],
+    ) -> None:
+        _graph(
+            dataset, openie, backbone, epochs, eval_every_n_steps, tau_step, n_label_shards, cluster
+        )
+
+    return dsl.pipeline(name=name, description=description)(pipeline)
+
+
+# What Kubeflow runs (compiled to pipelines/retrain.yaml).
+retrain_pipeline = _pipeline(
+    PIPELINE_NAME,
+    "R2Adapter router retraining: validate, index, label (sharded), train on a "
     "GPU, register, promotion gate, evaluate, and deploy when the champion moved.",
+    cluster=True,
 )
-def retrain_pipeline(
-    dataset: str = DEFAULTS["dataset"],
-    openie: str = DEFAULTS["openie"],
-    backbone: str = DEFAULTS["backbone"],
-    epochs: int = DEFAULTS["epochs"],
-    eval_every_n_steps: int = DEFAULTS["eval_every_n_steps"],
-    tau_step: float = DEFAULTS["tau_step"],
-    n_label_shards: int = DEFAULTS["n_label_shards"],
-) -> None:
-    _graph(dataset, openie, backbone, epochs, eval_every_n_steps, tau_step, n_label_shards, True)
-
-
-@dsl.pipeline(
-    name=f"{PIPELINE_NAME}-local",
-    description="The retraining graph without cluster configuration, for kfp.local.",
+# The same graph without the cluster configuration: kfp.local ignores the platform spec
+# (secrets, config map, volume, node selector, toleration) and cannot take it.
+local_pipeline = _pipeline(
+    f"{PIPELINE_NAME}-local",
+    "The retraining graph without cluster configuration, for kfp.local.",
+    cluster=False,
 )
-def local_pipeline(
-    dataset: str = DEFAULTS["dataset"],
-    openie: str = DEFAULTS["openie"],
-    backbone: str = DEFAULTS["backbone"],
-    epochs: int = DEFAULTS["epochs"],
-    eval_every_n_steps: int = DEFAULTS["eval_every_n_steps"],
-    tau_step: float = DEFAULTS["tau_step"],
-    n_label_shards: int = DEFAULTS["n_label_shards"],
-) -> None:
-    _graph(dataset, openie, backbone, epochs, eval_every_n_steps, tau_step, n_label_shards, False)
 
 
 def compile_pipeline(path: Path | str = PIPELINE_YAML) -> Path:
