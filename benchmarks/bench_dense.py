@@ -17,9 +17,9 @@ Per indexed dataset:
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -27,28 +27,19 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-try:  # `python -m benchmarks.bench_dense` or imported from the repository root
-    from benchmarks.common import (
-        RESULTS,
-        die,
-        indexed_datasets,
-        machine_info,
-        require_db,
-        save_json,
-        summary_ms,
-        timestamp,
-    )
-except ImportError:  # `python benchmarks/bench_dense.py`: benchmarks/ is on sys.path
-    from common import (  # type: ignore[no-redef]
-        RESULTS,
-        die,
-        indexed_datasets,
-        machine_info,
-        require_db,
-        save_json,
-        summary_ms,
-        timestamp,
-    )
+if not __package__:  # `python benchmarks/bench_dense.py`: put the repository root on sys.path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import (  # noqa: E402
+    arg_parser,
+    die,
+    finish,
+    indexed_datasets,
+    met,
+    new_result,
+    require_db,
+    summary_ms,
+)
 
 DEFAULT_DATASETS = ("musique", "2wikimultihopqa")
 TARGET_P50_MS = 10.0  # dense top-5, excluding query encoding
@@ -264,8 +255,7 @@ def table(rows: dict[str, dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="10 questions, one pass")
+    ap = arg_parser(__doc__, "10 questions, one pass", "dense.json")
     ap.add_argument(
         "--dataset",
         action="append",
@@ -275,7 +265,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, help="questions per dataset (default all; quick 10)")
     ap.add_argument("--passes", type=int, help="timed passes over the questions (default 3)")
     ap.add_argument("-k", type=int, default=5, help="top-k for the latency figures")
-    ap.add_argument("--out", type=Path, default=RESULTS / "dense.json")
     args = ap.parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -300,14 +289,9 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     result: dict[str, Any] = {
-        "benchmark": "dense",
-        "timestamp": timestamp(),
-        "quick": args.quick,
-        "machine": {
-            **machine_info(),
-            "torch": torch.__version__,
-            "torch_threads": torch.get_num_threads(),
-        },
+        **new_result(
+            "dense", args.quick, torch=torch.__version__, torch_threads=torch.get_num_threads()
+        ),
         "targets": {"dense_top5_p50_ms": TARGET_P50_MS},
         "encoder": {"name": enc.name, "dim": enc.dim, "load_s": encoder_load_s},
         "timing_notes": "dense_topk: DenseRetriever.retrieve(q, k, qvec=precomputed) incl. the "
@@ -332,12 +316,11 @@ def main(argv: list[str] | None = None) -> int:
             p50 = r["dense_topk"]["p50_ms"]
             print(
                 f"target {ds}: dense top-{args.k} p50 {p50:.2f} ms (<= {TARGET_P50_MS:.0f}: "
-                f"{'met' if p50 <= TARGET_P50_MS else 'MISSED'})"
+                f"{met(p50 <= TARGET_P50_MS)})"
             )
     for ds, why in skipped.items():
         print(f"skipped {ds}: {why}")
-    result["machine"]["loadavg_1_5_15m_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    print(f"saved {save_json(args.out, result)}")
+    finish(result, args.out)
     return 0
 
 

@@ -29,7 +29,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -44,56 +43,29 @@ import httpx
 import numpy as np
 from tqdm import tqdm
 
-try:  # `python -m benchmarks.bench_load` or imported from the repository root
-    from benchmarks.common import (
-        RESULTS,
-        die,
-        indexed_datasets,
-        machine_info,
-        pct,
-        require_db,
-        save_json,
-        timestamp,
-    )
-except ImportError:  # `python benchmarks/bench_load.py`: benchmarks/ is on sys.path
-    from common import (  # type: ignore[no-redef]
-        RESULTS,
-        die,
-        indexed_datasets,
-        machine_info,
-        pct,
-        require_db,
-        save_json,
-        timestamp,
-    )
+if not __package__:  # `python benchmarks/bench_load.py`: put the repository root on sys.path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import (  # noqa: E402
+    add_champion_args,
+    arg_parser,
+    champion_dataset,
+    die,
+    finish,
+    loadavg,
+    met,
+    new_result,
+    pct,
+    require_db,
+)
+from r2adapter.demo import free_port  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 HOTPOT = ROOT / "data" / "hotpotqa" / "hotpotqa_dev_questions_7405.json"
-FALLBACK_DATASET = "2wikimultihopqa"  # the service's own default
 MODES = ("auto", "graph", "dense")
 TARGET_ROUTE_P50_MS = 15.0  # /route p50 at 8 clients on 2 cores
 TARGET_AUTO_OVER_GRAPH = 0.7  # auto p50 <= 0.7 x always-graph p50 (30% faster)
 TARGET_CLIENTS = 8
-
-
-def loadavg() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
-
-
-def default_dataset(kind: str = "r2a") -> str:
-    """The dataset the service would serve: R2A_SERVE_DATASET, else the champion's
-    `dataset` tag, else 2wikimultihopqa."""
-    env = os.environ.get("R2A_SERVE_DATASET")
-    if env:
-        return env
-    try:
-        from r2adapter.registry.models import alias_version
-
-        v = alias_version(kind, "champion")
-    except Exception:
-        v = None
-    tag = v.tags.get("dataset") if v is not None else None
-    return str(tag) if tag else FALLBACK_DATASET
 
 
 # -- the service as a child process ---------------------------------------------------------
@@ -101,12 +73,6 @@ def default_dataset(kind: str = "r2a") -> str:
 
 class ServiceError(Exception):
     pass
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Service:
@@ -499,19 +465,27 @@ def load_hotpot(path: Path) -> list[str]:
     return qs
 
 
-def route_phase(
-    svc: Service, bodies: Iterator[dict[str, Any]], args: argparse.Namespace, desc: str
-) -> dict[str, Any]:
+def load_phase(
+    svc: Service,
+    path: str,
+    field_name: str,
+    bodies: Iterator[dict[str, Any]],
+    args: argparse.Namespace,
+    desc: str,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One timed phase of `args.clients` clients posting to `path` (a reply without
+    `field_name` is an error): its figures, with the share routed to graph, and the
+    successful replies."""
     res, load = timed_phase(
         lambda: run_load(
             svc.url,
-            "/route",
+            path,
             bodies,
             clients=args.clients,
             duration_s=args.duration,
             max_requests=args.max_requests,
             timeout_s=args.timeout,
-            check=check_body("decision"),
+            check=check_body(field_name),
             alive=svc.alive,
             desc=desc,
             keep_bodies=True,
@@ -521,7 +495,7 @@ def route_phase(
     if res.bodies:
         graph = sum(b["decision"] == "graph" for b in res.bodies)
         out["graph_share"] = graph / len(res.bodies)
-    return out
+    return out, res.bodies
 
 
 def table(phases: dict[str, dict[str, Any]]) -> str:
@@ -541,14 +515,8 @@ def table(phases: dict[str, dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="5 s a phase, 15 mode questions")
-    ap.add_argument(
-        "--dataset",
-        help="dataset the service serves and whose questions the mode comparison uses "
-        "(default: R2A_SERVE_DATASET, else the champion's dataset tag, else 2wikimultihopqa)",
-    )
-    ap.add_argument("--router", default="r2a", choices=("r2a", "r2a_embed"))
+    ap = arg_parser(__doc__, "5 s a phase, 15 mode questions", "load.json")
+    add_champion_args(ap, "dataset the service serves and whose questions the mode comparison uses")
     ap.add_argument("--clients", type=int, default=TARGET_CLIENTS)
     ap.add_argument("--duration", type=float, help="seconds per load phase (30; quick 5)")
     ap.add_argument("--max-requests", type=int, default=20_000, help="cap per load phase")
@@ -575,7 +543,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--startup-timeout", type=float, default=300.0)
     ap.add_argument("--llm-wait", type=float, default=180.0, help="wait for the LLM to load")
     ap.add_argument("--log-dir", type=Path, help="service logs (default: a temporary folder)")
-    ap.add_argument("--out", type=Path, default=RESULTS / "load.json")
     args = ap.parse_args(argv)
     if args.clients < 1 or args.max_requests < 1 or args.timeout <= 0:
         die("--clients, --max-requests and --timeout must be positive")
@@ -588,8 +555,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
     require_db()  # one line and exit 1 when Postgres is down
-    dataset = args.dataset or default_dataset(args.router)
-    indexed_datasets([dataset], [])  # exit 1 when it is not indexed
+    dataset = champion_dataset(args.dataset, args.router)  # exit 1 when it is not indexed
     from r2adapter.evaluate.retrieval import stored_queries
     from r2adapter.registry.models import alias_version, model_name
 
@@ -615,10 +581,7 @@ def main(argv: list[str] | None = None) -> int:
         env[name] = value
 
     result: dict[str, Any] = {
-        "benchmark": "load",
-        "timestamp": timestamp(),
-        "quick": args.quick,
-        "machine": machine_info(),
+        **new_result("load", args.quick),
         "config": {
             "dataset": dataset,
             "router": args.router,
@@ -656,27 +619,14 @@ def main(argv: list[str] | None = None) -> int:
                 "warmup": warm,
             }
             phases = result["phases"]
-            phases["route_batching"] = route_phase(svc, route_bodies, args, "/route batching")
-            res, load = timed_phase(
-                lambda: run_load(
-                    svc.url,
-                    "/retrieve",
-                    retrieve_bodies,
-                    clients=args.clients,
-                    duration_s=args.duration,
-                    max_requests=args.max_requests,
-                    timeout_s=args.timeout,
-                    check=check_body("passages"),
-                    alive=svc.alive,
-                    desc="/retrieve auto",
-                    keep_bodies=True,
-                )
+            phases["route_batching"], _ = load_phase(
+                svc, "/route", "decision", route_bodies, args, "/route batching"
             )
-            phases["retrieve_auto"] = {**res.summary(), **load, "clients": args.clients}
-            if res.bodies:
-                b = res.bodies
+            phases["retrieve_auto"], b = load_phase(
+                svc, "/retrieve", "passages", retrieve_bodies, args, "/retrieve auto"
+            )
+            if b:
                 phases["retrieve_auto"].update(
-                    graph_share=sum(x["decision"] == "graph" for x in b) / len(b),
                     rewritten=sum(bool(x.get("rewritten")) for x in b),
                     rewrite_fallbacks=dict(
                         Counter(x["rewrite_fallback"] for x in b if x.get("rewrite_fallback"))
@@ -696,7 +646,9 @@ def main(argv: list[str] | None = None) -> int:
             result["services"]["no_batching"] = {"startup_s": round(svc.startup_s, 2), **warm}
             # the same questions as the batched run, from the start
             again = cycle([{"query": q} for q in hotpot])
-            phases["route_no_batching"] = route_phase(svc, again, args, "/route no batching")
+            phases["route_no_batching"], _ = load_phase(
+                svc, "/route", "decision", again, args, "/route no batching"
+            )
     except ServiceError as e:
         die(str(e))
 
@@ -729,7 +681,6 @@ def main(argv: list[str] | None = None) -> int:
             "met": ratio is not None and ratio <= TARGET_AUTO_OVER_GRAPH,
         },
     }
-    result["machine"]["loadavg_1_5_15m_at_end"] = loadavg()
 
     print()
     print(table(phases))
@@ -743,27 +694,22 @@ def main(argv: list[str] | None = None) -> int:
         f"rewrites {m['auto']['rewrites']}"
     )
     t = result["targets"]
-    print(f"target 0 errors: {t['zero_errors']['errors']} ({_met(t['zero_errors']['met'])})")
+    print(f"target 0 errors: {t['zero_errors']['errors']} ({met(t['zero_errors']['met'])})")
     print(
         f"target /route p50 <= {TARGET_ROUTE_P50_MS:.0f} ms at {args.clients} clients: "
-        f"batching {_ms(route_p50)} ({_met(t['route_p50_ms']['met'])}), without "
+        f"batching {_ms(route_p50)} ({met(t['route_p50_ms']['met'])}), without "
         f"{_ms(t['route_p50_ms']['no_batching'])}"
     )
     print(
         f"target auto p50 <= {TARGET_AUTO_OVER_GRAPH} x graph p50: ratio "
-        f"{'n/a' if ratio is None else f'{ratio:.2f}'} ({_met(t['auto_over_graph_p50']['met'])})"
+        f"{'n/a' if ratio is None else f'{ratio:.2f}'} ({met(t['auto_over_graph_p50']['met'])})"
     )
-    print(f"load average (1, 5, 15 min) at the end: {result['machine']['loadavg_1_5_15m_at_end']}")
-    print(f"saved {save_json(args.out, result)}")
+    finish(result, args.out)
     return 0
 
 
 def _ms(v: float | None) -> str:
     return "n/a" if v is None else f"{v:.1f} ms"
-
-
-def _met(ok: bool) -> str:
-    return "met" if ok else "MISSED"
 
 
 if __name__ == "__main__":

@@ -40,10 +40,10 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-try:  # `python -m benchmarks.bench_local_llm` or imported from the repository root
-    from benchmarks.common import RESULTS, die, machine_info, save_json, timestamp
-except ImportError:  # `python benchmarks/bench_local_llm.py`: benchmarks/ is on sys.path
-    from common import RESULTS, die, machine_info, save_json, timestamp  # type: ignore[no-redef]
+if not __package__:  # `python benchmarks/bench_local_llm.py`: put the repository root on sys.path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import arg_parser, die, finish, new_result  # noqa: E402
 
 PROMPT = [{"role": "user", "content": "Count from 1 to 200, separated by commas."}]
 RUNTIMES = ("transformers", "llama_cpp")
@@ -267,7 +267,9 @@ def rewrite_eval(
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap = arg_parser(
+        __doc__, "transformers, 1 thread, 8 tokens, no rewrite", "local_llm.json", full_doc=True
+    )
     ap.add_argument("--runtimes", default=",".join(RUNTIMES))
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     ap.add_argument("--max-tokens", type=int, default=64)
@@ -283,10 +285,6 @@ def main() -> None:
         default=None,
         help="runtimes to rewrite with; default: those measured and available",
     )
-    ap.add_argument(
-        "--quick", action="store_true", help="transformers, 1 thread, 8 tokens, no rewrite"
-    )
-    ap.add_argument("--out", type=Path, default=RESULTS / "local_llm.json")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
 
@@ -313,9 +311,7 @@ def main() -> None:
     if unknown:
         die(f"unknown runtime(s) {', '.join(unknown)}: choose from {', '.join(RUNTIMES)}")
     payload: dict[str, Any] = {
-        "benchmark": "local_llm",
-        "timestamp": timestamp(),
-        "machine": machine_info(),
+        **new_result("local_llm", args.quick),
         "model_file": str(model),
         "model_file_mb": round(model.stat().st_size / 2**20, 1),
         "install_notes_by_hand": INSTALL_NOTES,
@@ -351,7 +347,7 @@ def main() -> None:
                 f"p50 {rw['ms_p50']} ms, max {rw['ms_max']} ms",
                 flush=True,
             )
-    print(f"saved {save_json(args.out, payload)}")
+    finish(payload, args.out)
 
 
 if __name__ == "__main__":

@@ -16,8 +16,8 @@ it is, so its retrieval is the one without rewriting.
 
 from __future__ import annotations
 
-import argparse
 import os
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -26,30 +26,20 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-try:  # `python -m benchmarks.bench_rewriter` or imported from the repository root
-    from benchmarks.bench_load import default_dataset, loadavg
-    from benchmarks.common import (
-        RESULTS,
-        die,
-        indexed_datasets,
-        machine_info,
-        pct,
-        require_db,
-        save_json,
-        timestamp,
-    )
-except ImportError:  # `python benchmarks/bench_rewriter.py`: benchmarks/ is on sys.path
-    from bench_load import default_dataset, loadavg  # type: ignore[no-redef]
-    from common import (  # type: ignore[no-redef]
-        RESULTS,
-        die,
-        indexed_datasets,
-        machine_info,
-        pct,
-        require_db,
-        save_json,
-        timestamp,
-    )
+if not __package__:  # `python benchmarks/bench_rewriter.py`: put the repository root on sys.path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import (  # noqa: E402
+    add_champion_args,
+    arg_parser,
+    champion_dataset,
+    die,
+    finish,
+    loadavg,
+    new_result,
+    pct,
+    require_db,
+)
 
 EPSILONS = (0.4, 0.6, 0.8, 1.0)
 KS = (2, 5)
@@ -132,16 +122,10 @@ def mean(v: list[float]) -> float | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="the first 30 labelled queries")
-    ap.add_argument(
-        "--dataset",
-        help="labelled, indexed dataset (default: R2A_SERVE_DATASET, else the champion's "
-        "dataset tag, else 2wikimultihopqa)",
-    )
+    ap = arg_parser(__doc__, "the first 30 labelled queries", "rewriter.json")
+    add_champion_args(ap, "labelled, indexed dataset")
     ap.add_argument("--rule", default=DEFAULT_RULE, help="label rule (falls back to any stored)")
     ap.add_argument("--split", default="all", help="label split: all, train, val or test")
-    ap.add_argument("--router", default="r2a", choices=("r2a", "r2a_embed"))
     ap.add_argument("--queries", type=int, help="first N labelled queries (default all; quick 30)")
     ap.add_argument(
         "--epsilons",
@@ -161,7 +145,6 @@ def main(argv: list[str] | None = None) -> int:
         help="torch threads for this process (router, encoder, local LLM); default: torch's. "
         "On a busy machine 1 can be several times faster than all cores",
     )
-    ap.add_argument("--out", type=Path, default=RESULTS / "rewriter.json")
     args = ap.parse_args(argv)
     try:
         epsilons = sorted({float(x) for x in args.epsilons.split(",") if x.strip()})
@@ -176,8 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
 
     require_db()  # one line and exit 1 when Postgres is down
-    dataset = args.dataset or default_dataset(args.router)
-    indexed_datasets([dataset], [])  # exit 1 when it is not indexed
+    dataset = champion_dataset(args.dataset, args.router)  # exit 1 when it is not indexed
 
     from r2adapter.errors import R2AError
     from r2adapter.registry.models import alias_version, load_router
@@ -272,10 +254,7 @@ def main(argv: list[str] | None = None) -> int:
 
     stats = rewriter.stats()
     result: dict[str, Any] = {
-        "benchmark": "rewriter",
-        "timestamp": timestamp(),
-        "quick": args.quick,
-        "machine": {**machine_info(), "loadavg_1_5_15m_at_start": load_before},
+        **new_result("rewriter", args.quick, loadavg_1_5_15m_at_start=load_before),
         "config": {
             "dataset": dataset,
             "label_rule": rule,
@@ -331,7 +310,6 @@ def main(argv: list[str] | None = None) -> int:
         "dense_recall_at_label_time: the stored labels' dense top "
         "list, for reference.",
     }
-    result["machine"]["loadavg_1_5_15m_at_end"] = loadavg()
 
     print()
     head = (
@@ -351,8 +329,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['rewrite_ms_mean'] or 0:>9.0f}"
         )
     print(f"fallbacks by reason: {result['rewrites']['fallbacks_by_reason']}")
-    print(f"load average (1, 5, 15 min) at the end: {result['machine']['loadavg_1_5_15m_at_end']}")
-    print(f"saved {save_json(args.out, result)}")
+    finish(result, args.out)
     return 0
 
 

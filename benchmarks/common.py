@@ -1,8 +1,11 @@
-"""Shared helpers for the benchmark scripts: timing summaries, machine info, JSON output,
-and the database check (one clear line and exit 1 when Postgres is unreachable)."""
+"""Shared helpers for the benchmark scripts: timing summaries, machine info, the command
+line every script has (--quick, --out, the champion's dataset), the results file (its
+header, the load average at the end, JSON output), and the database check (one clear line
+and exit 1 when Postgres is unreachable)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import os
@@ -16,6 +19,8 @@ from typing import Any
 import numpy as np
 
 RESULTS = Path(__file__).resolve().parent / "results"
+FALLBACK_DATASET = "2wikimultihopqa"  # what the service serves when nothing says otherwise
+ROUTERS = ("r2a", "r2a_embed")
 
 
 def pct(values: Sequence[float], q: float) -> float:
@@ -48,7 +53,7 @@ def machine_info() -> dict[str, Any]:
         "numpy": np.__version__,
         "scipy": scipy.__version__,
         # other work on the machine skews absolute figures; ratios are taken in the same run
-        "loadavg_1_5_15m_at_start": [round(x, 2) for x in os.getloadavg()],
+        "loadavg_1_5_15m_at_start": loadavg(),
     }
     try:
         import igraph
@@ -71,6 +76,87 @@ def _cpu_model() -> str | None:
 
 def timestamp() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def loadavg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def met(ok: bool) -> str:
+    return "met" if ok else "MISSED"
+
+
+# -- the command line -----------------------------------------------------------------------
+
+
+def arg_parser(doc: str, quick: str, out: str, full_doc: bool = False) -> argparse.ArgumentParser:
+    """A script's parser with the options they all have: --quick (`quick`: what it shortens)
+    and --out (default results/`out`). The description is the docstring's first paragraph,
+    or all of it as written with `full_doc`."""
+    ap = argparse.ArgumentParser(
+        description=doc if full_doc else doc.split("\n\n")[0],
+        formatter_class=argparse.RawTextHelpFormatter if full_doc else argparse.HelpFormatter,
+    )
+    ap.add_argument("--quick", action="store_true", help=quick)
+    ap.add_argument("--out", type=Path, default=RESULTS / out, help="the JSON results file")
+    return ap
+
+
+def add_champion_args(ap: argparse.ArgumentParser, dataset: str) -> None:
+    """--dataset (`dataset` says what it is used for) and --router, for the scripts that
+    measure the champion router on the dataset the service serves."""
+    ap.add_argument(
+        "--dataset",
+        help=f"{dataset} (default: R2A_SERVE_DATASET, else the champion's dataset tag, "
+        f"else {FALLBACK_DATASET})",
+    )
+    ap.add_argument("--router", default="r2a", choices=ROUTERS)
+
+
+def default_dataset(kind: str = "r2a") -> str:
+    """The dataset the service would serve: R2A_SERVE_DATASET, else the champion's
+    `dataset` tag, else 2wikimultihopqa."""
+    env = os.environ.get("R2A_SERVE_DATASET")
+    if env:
+        return env
+    try:
+        from r2adapter.registry.models import alias_version
+
+        v = alias_version(kind, "champion")
+    except Exception:
+        v = None
+    tag = v.tags.get("dataset") if v is not None else None
+    return str(tag) if tag else FALLBACK_DATASET
+
+
+def champion_dataset(requested: str | None, kind: str) -> str:
+    """The requested dataset, else `default_dataset`; exit 1 when it is not indexed."""
+    dataset = requested or default_dataset(kind)
+    indexed_datasets([dataset], [])
+    return dataset
+
+
+# -- the results file -----------------------------------------------------------------------
+
+
+def new_result(benchmark: str, quick: bool, **machine: Any) -> dict[str, Any]:
+    """The fields every results file starts with; `machine` adds to (or replaces entries
+    of) `machine_info()`."""
+    return {
+        "benchmark": benchmark,
+        "timestamp": timestamp(),
+        "quick": quick,
+        "machine": {**machine_info(), **machine},
+    }
+
+
+def finish(result: dict[str, Any], out: Path) -> Path:
+    """Record and print the load average at the end, save the results, say where."""
+    result.setdefault("machine", {})["loadavg_1_5_15m_at_end"] = loadavg()
+    print(f"load average (1, 5, 15 min) at the end: {result['machine']['loadavg_1_5_15m_at_end']}")
+    path = save_json(out, result)
+    print(f"saved {path}")
+    return path
 
 
 def save_json(path: Path, payload: dict[str, Any]) -> Path:
