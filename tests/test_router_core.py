@@ -136,3 +136,12 @@ def test_promotion_gate() -> None:
     assert not ok and "usage" in why[0]
     ok, _ = Gate().check({"recall@5": 0.72, "f1_graph": 0.60, "graph_usage": 0.60}, champ)
     assert ok  # more graph calls bought a recall gain
+    # under a graph budget of 0.5: compliance decides first, then the usual comparison
+    budget = Gate(max_graph_usage=0.5)
+    greedy = {"recall@5": 0.80, "f1_graph": 0.70, "graph_usage": 0.90}
+    ok, why = budget.check({"recall@5": 0.74, "f1_graph": 0.55, "graph_usage": 0.52}, greedy)
+    assert ok and "exceeds the budget" in why[0]
+    ok, why = budget.check(greedy, champ)
+    assert not ok and "budget" in why[0]
+    ok, why = budget.check({"recall@5": 0.68, "f1_graph": 0.60, "graph_usage": 0.45}, champ)
+    assert not ok and "R@5" in why[0]  # both within budget: quality decides

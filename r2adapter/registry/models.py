@@ -25,8 +25,23 @@ class Gate:
     f1_tolerance: float = 0.01  # graph-class F1 may drop at most this much
     usage_tolerance: float = 0.05  # graph usage may rise at most this much ...
     recall_gain_for_usage: float = 0.01  # ... unless hybrid Recall@5 rises at least this
+    max_graph_usage: float = 1.0  # the graph budget (router params); usage_tolerance applies
+
+    def within_budget(self, m: dict[str, float]) -> bool:
+        return m["graph_usage"] <= self.max_graph_usage + self.usage_tolerance
 
     def check(self, cand: dict[str, float], champ: dict[str, float]) -> tuple[bool, list[str]]:
+        # the graph budget is a hard constraint: it decides before the quality comparison
+        if self.within_budget(cand) and not self.within_budget(champ):
+            return True, [
+                f"the champion's graph usage {champ['graph_usage']:.2f} exceeds the budget "
+                f"{self.max_graph_usage:.2f}; the candidate's {cand['graph_usage']:.2f} does not"
+            ]
+        if self.within_budget(champ) and not self.within_budget(cand):
+            return False, [
+                f"graph usage {cand['graph_usage']:.2f} exceeds the budget "
+                f"{self.max_graph_usage:.2f}"
+            ]
         why = []
         if cand["recall@5"] < champ["recall@5"] - self.recall_tolerance:
             why.append(f"hybrid R@5 {cand['recall@5']:.3f} < champion {champ['recall@5']:.3f}")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from r2adapter.config import label_params
+from r2adapter.config import label_params, router_params
 from r2adapter.errors import R2AError
 from r2adapter.evaluate.routing import routing_metrics
 from r2adapter.label.annotate import db_labels
@@ -28,7 +28,7 @@ class PromoteResult:
 def promote(
     kind: str = "r2a", dataset: str | None = None, gate: Gate | None = None
 ) -> PromoteResult:
-    gate = gate or Gate()
+    gate = gate or Gate(max_graph_usage=router_params().max_graph_usage)
     cand_v = alias_version(kind, "candidate")
     if cand_v is None:
         raise R2AError(f"no candidate for {model_name(kind)}: run `r2a train` first")
