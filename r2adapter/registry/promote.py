@@ -58,7 +58,7 @@ def promote(
         champ, _ = load_router(kind, "champion")
         champ_m = routing_metrics(np.asarray(champ.route(questions)), test)
         ok, reasons = gate.check(cand_m, champ_m)
-        if ok:
+        if ok and not reasons:
             reasons = ["not worse on hybrid R@5, graph F1 and graph usage"]
     if ok:
         client().set_registered_model_alias(model_name(kind), "champion", cand_v.version)
