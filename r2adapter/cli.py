@@ -348,7 +348,7 @@ def _retrain(args: argparse.Namespace) -> int:
     print(f"train: {tr.kind} v{tr.version} registered as candidate (τ* {tr.tau:.2f})")
     pr = steps.promote(tr.kind, dataset)
     print(
-        f"promote: {'champion moved to v' + pr.candidate if pr.promoted else 'kept'}: "
+        f"promote: {f'champion moved to v{pr.candidate}' if pr.promoted else 'kept'}: "
         + "; ".join(pr.reasons)
     )
     if args.service_url and pr.promoted:

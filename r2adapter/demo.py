@@ -37,6 +37,15 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float) -> None:
     raise R2AError(f"the service was not ready in {timeout:.0f} s")
 
 
+def stop(proc: subprocess.Popen[bytes], grace: float = 30) -> None:
+    """SIGTERM to the server's process group; SIGKILL when it has not exited in `grace` s."""
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
 def pick_examples(url: str, questions: list[str], limit: int = 200) -> dict[str, str]:
     """First question routed to each of: dense, graph, graph with rewriting."""
     found: dict[str, str] = {}
@@ -93,8 +102,4 @@ def demo(dataset: str, questions: list[str], log_path: Path, timeout: float = 30
                 print(f"  {i}. {p['title']}")
         return 0
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+        stop(proc)

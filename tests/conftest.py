@@ -8,11 +8,13 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from r2adapter.demo import free_port
+from r2adapter.demo import free_port, stop, wait_ready
+from r2adapter.errors import R2AError
 
 ROOT = Path(__file__).resolve().parents[1]
 R2A = [sys.executable, "-m", "r2adapter.cli"]
@@ -65,14 +67,40 @@ def run_cli(
     )
 
 
+@contextmanager
+def serving(env: dict[str, str], log: Path, timeout: float = 180) -> Iterator[str]:
+    """`r2a serve` (a real `bentoml serve`) on a free port, in its own process group, its
+    output in `log`: yields its URL once /readyz answers 200, stops it on exit."""
+    port = _free_port()
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [*R2A, "serve", "--port", str(port)],
+            env=env,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        try:
+            wait_ready(url, proc, timeout)
+        except R2AError as e:
+            raise AssertionError(f"{e}: {log.read_text()[-3000:]}") from None
+        yield url
+    finally:
+        stop(proc)
+
+
 N_QUERIES = 60
 
 
-def make_mini_musique(folder: Path) -> str:
-    """60 MuSiQue questions with their supporting and two distractor paragraphs, and the
-    shipped GPT-3.5 OpenIE (a superset): small enough to index in seconds."""
+def make_mini_musique(folder: Path, n: int = N_QUERIES) -> str:
+    """The first `n` (60) MuSiQue questions with their supporting and two distractor
+    paragraphs, and the shipped GPT-3.5 OpenIE (a superset): small enough to index in
+    seconds."""
     src = _data_dir() / "musique"
-    queries = json.loads((src / "musique.json").read_text())[:N_QUERIES]
+    queries = json.loads((src / "musique.json").read_text())[:n]
     corpus, seen = [], set()
     for q in queries:
         keep = [p for p in q["paragraphs"] if p["is_supporting"]]

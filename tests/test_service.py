@@ -5,28 +5,15 @@ restarted, and a champion switch while serving."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 
-from r2adapter.demo import wait_ready
-from r2adapter.errors import R2AError
-from tests.conftest import R2A, ROOT, _free_port, run_cli
+from tests.conftest import run_cli, serving
 
 QUESTION = "Who is the father of the director of the film?"
-
-
-def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 180) -> None:
-    try:
-        wait_ready(url, proc, timeout)
-    except R2AError as e:
-        raise AssertionError(f"{e}: {log.read_text()[-3000:]}") from None
 
 
 @pytest.fixture(scope="module")
@@ -48,27 +35,9 @@ def service(
     ):
         r = run_cli(args, env, timeout=900)
         assert r.returncode == 0, (args, r.stderr[-2000:])
-    port = _free_port()
     log = tmp / "serve.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [*R2A, "serve", "--port", str(port)],
-            env=env,
-            cwd=ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_ready(url, proc, log)
+    with serving(env, log) as url:
         yield {"url": url, "env": json.dumps(env), "log": str(log)}
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def post(svc: dict[str, str], path: str, body: object, timeout: float = 60) -> httpx.Response:
