@@ -1,0 +1,397 @@
+"""Routing benchmark (issue 4's targets): every router under one protocol, in one run.
+
+For the training corpus's test split and for each held-out dataset (one the routers never
+saw; all its labelled queries), with the labels of the configured rule:
+  - always-dense, always-graph, NER-router (graph iff ≥ 2 spaCy entities), oracle (from
+    the labels), the champions `r2a` (fine-tuned MiniLM) and `r2a_embed` (head over the
+    retrieval embedding), and the LLM-router through the configured LLM (the local
+    SmolLM2 when no endpoint is set);
+  - graph-class precision/recall/F1, graph usage, hybrid Recall@2/@5, PGR =
+    (hybrid − best single) / (oracle − best single), from both retrievers' stored rankings;
+  - the hybrid Recall@5 vs graph usage curve of each trained router over τ (plotted with
+    the baselines as points, PNG next to the JSON, and logged to MLflow);
+  - the LLM-router on the first --llm-queries queries of each set only (the local model
+    answers in seconds);
+  - routing latency, one query at a time as the service routes: the fine-tuned router in
+    float32 and with int8 dynamic quantisation of its Linear layers (with decision
+    agreement), the embedding head on the query vector the dense retriever computes anyway
+    (and with the encoding included), the NER-router.
+
+    .venv/bin/python benchmarks/bench_routing.py                      # 2Wiki test + musique
+    .venv/bin/python benchmarks/bench_routing.py --heldout hotpotqa   # another held-out set
+    .venv/bin/python benchmarks/bench_routing.py --quick --llm-queries 0   # smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+if not __package__:  # `python benchmarks/bench_routing.py`: put the repository root on path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import (  # noqa: E402
+    RESULTS,
+    die,
+    machine_info,
+    require_db,
+    save_json,
+    summary_ms,
+    timestamp,
+)
+
+TARGETS = {
+    "hybrid_within_of_best_single": 0.005,
+    "max_graph_usage": 0.5,
+    "r2a_p50_ms": 10.0,
+    "r2a_embed_p50_ms": 1.0,
+}
+USAGE_GRID = np.linspace(0.0, 1.0, 21)
+
+
+def hybrid_curve(margins: np.ndarray, dense: np.ndarray, graph: np.ndarray) -> list[dict]:
+    """Hybrid Recall@5 when the queries with the largest margins p_g − p_d go to graph,
+    at each usage of the grid (sweeping τ over the margins)."""
+    order = np.argsort(-margins, kind="stable")
+    out = []
+    for u in USAGE_GRID:
+        k = int(round(u * len(margins)))
+        sel = np.zeros(len(margins), dtype=bool)
+        sel[order[:k]] = True
+        tau = float(margins[order[k - 1]]) if k else float(margins.max())
+        out.append(
+            {
+                "graph_usage": k / len(margins),
+                "recall@5": float(np.where(sel, graph, dense).mean()),
+                "tau_at_or_below": tau,
+            }
+        )
+    return out
+
+
+def routing_latency(router: Any, questions: list[str], reps: int) -> list[float]:
+    router.route(questions[:1])  # warm-up
+    ms = []
+    for q in questions[:reps]:
+        t0 = time.perf_counter()
+        router.route([q])
+        ms.append((time.perf_counter() - t0) * 1000)
+    return ms
+
+
+def latency_block(questions: list[str], reps: int) -> dict[str, Any]:
+    """Routing latency of each router, one query at a time, interleaved per query."""
+    import torch
+
+    from r2adapter.index.encoder import get_encoder
+    from r2adapter.registry.models import load_router
+    from r2adapter.route.baselines import NERRouter
+
+    r2a, _ = load_router("r2a", "champion")
+    emb, _ = load_router("r2a_embed", "champion")
+    q8 = copy.copy(r2a)
+    q8.net = torch.ao.quantization.quantize_dynamic(
+        copy.deepcopy(r2a.net), {torch.nn.Linear}, dtype=torch.qint8
+    )
+    ner = NERRouter()
+    enc = get_encoder(emb.cfg.encoder)
+    qs = questions[:reps]
+    vecs = enc.encode(qs)
+    calls = {
+        "r2a": lambda i: r2a.route([qs[i]]),
+        "r2a_int8": lambda i: q8.route([qs[i]]),
+        "r2a_embed_head": lambda i: emb.score_embeddings(vecs[i : i + 1]),
+        "r2a_embed_with_encoding": lambda i: emb.score_embeddings(enc.encode([qs[i]])),
+        "ner": lambda i: ner.route([qs[i]]),
+    }
+    for fn in calls.values():  # warm-up (lazy loads, first-call allocations)
+        fn(0)
+    ms: dict[str, list[float]] = {k: [] for k in calls}
+    names = list(calls)
+    for i in range(len(qs)):
+        k = i % len(names)
+        for name in names[k:] + names[:k]:  # rotate who goes first
+            t0 = time.perf_counter()
+            calls[name](i)
+            ms[name].append((time.perf_counter() - t0) * 1000)
+    d32 = r2a.route(qs)
+    d8 = q8.route(qs)
+    out: dict[str, Any] = {k: summary_ms(v) for k, v in ms.items()}
+    out["r2a_int8_decision_agreement"] = float(np.mean(d32 == d8))
+    out["torch_threads"] = torch.get_num_threads()
+    out["queries"] = len(qs)
+    return out
+
+
+def evaluate_set(
+    dataset: str, split: str, rule: str, llm_queries: int, limit: int | None
+) -> dict[str, Any]:
+    from r2adapter.errors import R2AError
+    from r2adapter.evaluate.metrics import recall_at_k
+    from r2adapter.evaluate.routing import evaluate_routers, recovered_gain
+    from r2adapter.index.encoder import get_encoder
+    from r2adapter.label.annotate import db_labels
+    from r2adapter.registry.models import load_router
+    from r2adapter.route.base import Router
+    from r2adapter.route.baselines import (
+        AlwaysDense,
+        AlwaysGraph,
+        LLMRouter,
+        NERRouter,
+        OracleRouter,
+    )
+
+    records = db_labels(dataset, rule, split)[:limit]
+    questions = [r.question for r in records]
+    routers: list[Router] = [
+        AlwaysDense(),
+        AlwaysGraph(),
+        NERRouter(),
+        OracleRouter({r.question: r.preference for r in records}),
+    ]
+    versions = {}
+    for kind in ("r2a", "r2a_embed"):
+        router, versions[kind] = load_router(kind, "champion")
+        routers.append(router)
+    notes = []
+    emb = get_encoder().encode(questions)
+    results = evaluate_routers(routers, records, emb)
+    if llm_queries > 0:
+        # the local model takes seconds a query: the LLM-router sees the first N queries only
+        try:
+            from r2adapter.llm.base import get_llm
+
+            client = get_llm(default_local=True)
+            sub = records[:llm_queries]
+            results["llm"] = evaluate_routers([LLMRouter(client)], sub, None)["llm"]
+            notes.append(
+                f"LLM-router ({type(client).__name__}) on the first {len(sub)} queries only"
+            )
+        except R2AError as e:
+            notes.append(f"LLM-router skipped: {e}")
+    else:
+        notes.append("LLM-router skipped (--llm-queries 0)")
+    dense = np.array([recall_at_k(r.dense_top, r.gold, 5) for r in records])
+    graph = np.array([recall_at_k(r.graph_top, r.gold, 5) for r in records])
+    curves = {}
+    for router in routers:
+        if router.name in ("r2a", "r2a_embed"):
+            p_d, p_g = (
+                router.score_embeddings(emb)  # type: ignore[attr-defined]
+                if getattr(router, "uses_embedding", False)
+                else router.score(questions)
+            )
+            curves[router.name] = hybrid_curve(np.asarray(p_g) - np.asarray(p_d), dense, graph)
+    best_single = max(results["always_dense"]["recall@5"], results["always_graph"]["recall@5"])
+    checks = {}
+    for name in versions:
+        r = results[name]
+        checks[name] = {
+            "hybrid_recall@5": r["recall@5"],
+            "best_single_recall@5": best_single,
+            "hybrid_at_least_best_single": r["recall@5"]
+            >= best_single - TARGETS["hybrid_within_of_best_single"],
+            "graph_usage": r["graph_usage"],
+            "graph_usage_at_most_half": r["graph_usage"] <= TARGETS["max_graph_usage"],
+            "beats_ner_f1": r["f1_graph"] > results["ner"]["f1_graph"],
+            "pgr": recovered_gain(results, name),
+            # the best the router's ranking reaches inside the graph budget, τ free
+            "best_recall@5_within_budget": max(
+                p["recall@5"]
+                for p in curves[name]
+                if p["graph_usage"] <= TARGETS["max_graph_usage"] + 1e-9
+            ),
+        }
+    return {
+        "dataset": dataset,
+        "split": split,
+        "rule": rule,
+        "n_queries": len(records),
+        "held_out": False,
+        "routers": results,
+        "curves": curves,
+        "checks": checks,
+        "champion_versions": versions,
+        "notes": notes,
+    }
+
+
+def plot_curves(sets: dict[str, dict[str, Any]], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(sets), figsize=(5.5 * len(sets), 4.2), squeeze=False)
+    for ax, (key, s) in zip(axes[0], sets.items(), strict=True):
+        for name, curve in s["curves"].items():
+            ax.plot(
+                [p["graph_usage"] for p in curve],
+                [p["recall@5"] for p in curve],
+                marker=".",
+                label=f"{name} (τ sweep)",
+            )
+        for name, r in s["routers"].items():
+            ax.scatter(r["graph_usage"], r["recall@5"], s=40, zorder=3)
+            if r["n"] != s["n_queries"]:
+                name = f"{name} (first {r['n']})"
+            ax.annotate(
+                name,
+                (r["graph_usage"], r["recall@5"]),
+                fontsize=8,
+                xytext=(4, -10),
+                textcoords="offset points",
+            )
+        ax.axvline(TARGETS["max_graph_usage"], color="0.7", ls="--", lw=0.8)
+        ax.set_title(f"{key} ({s['n_queries']} queries)")
+        ax.set_xlabel("share of queries sent to graph")
+        ax.set_ylabel("hybrid Recall@5")
+        ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def log_mlflow(payload: dict[str, Any], png: Path, out: Path) -> str | None:
+    import mlflow
+
+    from r2adapter.registry.tracking import mlflow_setup
+
+    mlflow_setup()
+    mlflow.set_experiment("r2a-benchmarks")
+    with mlflow.start_run(run_name="bench_routing") as run:
+        for key, s in payload["sets"].items():
+            for name, r in s["routers"].items():
+                for m in ("recall@5", "graph_usage", "f1_graph", "latency_ms_p50"):
+                    mlflow.log_metric(f"{key}.{name}.{m.replace('@', '_at_')}", float(r[m]))
+        for name, v in payload["latency"].items():
+            if isinstance(v, dict):
+                mlflow.log_metric(f"latency.{name}.p50_ms", v["p50_ms"])
+        mlflow.log_artifact(str(png))
+        mlflow.log_artifact(str(out))
+        return str(run.info.run_id)
+
+
+def table(key: str, s: dict[str, Any]) -> str:
+    head = f"{'router':<12}{'usage':>7}{'R@5':>7}{'R@2':>7}{'P_g':>7}{'R_g':>7}{'F1_g':>7}"
+    head += f"{'p50 ms':>9}"
+    lines = [f"{key}: {s['n_queries']} queries, labels {s['rule']}", head, "-" * len(head)]
+    for name, r in s["routers"].items():
+        lines.append(
+            f"{name:<12}{r['graph_usage']:>7.2f}{r['recall@5']:>7.3f}{r['recall@2']:>7.3f}"
+            f"{r['precision_graph']:>7.2f}{r['recall_graph']:>7.2f}{r['f1_graph']:>7.2f}"
+            f"{r['latency_ms_p50']:>9.2f}"
+        )
+    for name, c in s["checks"].items():
+        pgr = "n/a" if c["pgr"] is None else f"{c['pgr']:.2f}"
+        ok_r = "ok" if c["hybrid_at_least_best_single"] else "MISSED"
+        ok_u = "ok" if c["graph_usage_at_most_half"] else "MISSED"
+        lines.append(
+            f"  {name}: hybrid {c['hybrid_recall@5']:.3f} vs best single "
+            f"{c['best_single_recall@5']:.3f} ({ok_r}), usage {c['graph_usage']:.2f} ({ok_u}),"
+            f" beats NER F1: {c['beats_ner_f1']}, PGR {pgr},"
+            f" best R@5 at usage ≤ 0.5: {c['best_recall@5_within_budget']:.3f}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from r2adapter.config import label_params, settings
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dataset", help="training corpus (default: params.yaml pipeline.dataset)")
+    ap.add_argument("--split", default="test", help="split of the training corpus")
+    ap.add_argument(
+        "--heldout", action="append", help="dataset not used in training (default: musique)"
+    )
+    ap.add_argument("--rule", help="label rule (default: params.yaml label.rule)")
+    ap.add_argument(
+        "--llm-queries",
+        type=int,
+        default=20,
+        help="queries per set for the LLM-router (seconds each with the local model; 0 skips)",
+    )
+    ap.add_argument("--latency-queries", type=int, default=200)
+    ap.add_argument("--quick", action="store_true", help="20 queries per set, 20 for latency")
+    ap.add_argument("--no-mlflow", action="store_true")
+    ap.add_argument("--out", type=Path, default=RESULTS / "routing.json")
+    args = ap.parse_args(argv)
+
+    from r2adapter.errors import R2AError
+    from r2adapter.steps import dataset_name
+
+    require_db()
+    import yaml
+
+    params = yaml.safe_load((settings().root / "params.yaml").read_text()) or {}
+    train_ds = dataset_name(
+        args.dataset or params.get("pipeline", {}).get("dataset", "2wikimultihopqa")
+    )
+    rule = args.rule or label_params().rule
+    limit = 20 if args.quick else None
+    payload: dict[str, Any] = {
+        "benchmark": "routing",
+        "timestamp": timestamp(),
+        "machine": machine_info(),
+        "targets": TARGETS,
+        "sets": {},
+    }
+    try:
+        key = f"{train_ds}:{args.split}"
+        payload["sets"][key] = evaluate_set(train_ds, args.split, rule, args.llm_queries, limit)
+        print(table(key, payload["sets"][key]), flush=True)
+        for ds in args.heldout or ["musique"]:
+            ds = dataset_name(ds)
+            if ds == train_ds:
+                die(f"'{ds}' is the training corpus, not a held-out dataset")
+            s = evaluate_set(ds, "all", rule, args.llm_queries, limit)
+            s["held_out"] = True
+            payload["sets"][f"{ds}:all"] = s
+            print("\n" + table(f"{ds}:all", s), flush=True)
+        questions = [
+            q for s in payload["sets"].values() for q in _questions(s["dataset"], s["split"], rule)
+        ]
+        reps = 20 if args.quick else args.latency_queries
+        payload["latency"] = latency_block(questions, reps)
+    except R2AError as e:
+        die(str(e))
+    lat = payload["latency"]
+    payload["latency_checks"] = {
+        "r2a_p50_ms": lat["r2a"]["p50_ms"],
+        "r2a_within_target": lat["r2a"]["p50_ms"] <= TARGETS["r2a_p50_ms"],
+        "r2a_int8_within_target": lat["r2a_int8"]["p50_ms"] <= TARGETS["r2a_p50_ms"],
+        "r2a_embed_head_within_target": lat["r2a_embed_head"]["p50_ms"]
+        <= TARGETS["r2a_embed_p50_ms"],
+        "r2a_faster_than_ner": lat["r2a"]["p50_ms"] < lat["ner"]["p50_ms"],
+        "r2a_int8_faster_than_ner": lat["r2a_int8"]["p50_ms"] < lat["ner"]["p50_ms"],
+        "r2a_embed_faster_than_ner": lat["r2a_embed_head"]["p50_ms"] < lat["ner"]["p50_ms"],
+    }
+    print(f"\nrouting latency, one query at a time ({lat['queries']} queries):")
+    for name in ("r2a", "r2a_int8", "r2a_embed_head", "r2a_embed_with_encoding", "ner"):
+        print(f"  {name:<26} p50 {lat[name]['p50_ms']:7.2f} ms   p95 {lat[name]['p95_ms']:7.2f} ms")
+    print(f"  int8 decisions equal to float32: {lat['r2a_int8_decision_agreement']:.1%}")
+    payload["machine"]["loadavg_1_5_15m_at_end"] = list(__import__("os").getloadavg())
+    out = save_json(args.out, payload)
+    png = plot_curves(payload["sets"], out.with_suffix(".png"))
+    if not args.no_mlflow:
+        payload["mlflow_run_id"] = log_mlflow(payload, png, out)
+        save_json(out, payload)
+    print(f"saved {out} and {png}")
+    return 0
+
+
+def _questions(dataset: str, split: str, rule: str) -> list[str]:
+    from r2adapter.label.annotate import db_labels
+
+    return [r.question for r in db_labels(dataset, rule, split)]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
