@@ -106,6 +106,14 @@ def test_tolerated_reply_shapes(reply: str) -> None:
     assert parse_triplets(reply, query=Q) == GOOD_TRIPLETS
 
 
+def test_two_relation_path_is_read_as_a_chain() -> None:
+    reply = '[["Blood Street", "director", "place of birth", "?"]]'
+    assert parse_triplets(reply, query=Q) == [
+        ("Blood Street", "director", "<director of Blood Street>"),
+        ("<director of Blood Street>", "place of birth", "?"),
+    ]
+
+
 def test_single_bare_triplet() -> None:
     assert parse_triplets('["Blood Street", "director", "?"]', query=Q) == [
         ("Blood Street", "director", "?")

@@ -7,7 +7,10 @@ must stand as the head or tail of at least one triplet; `<...>` names an interme
 the question does not name. Given the query, every other head or tail must be grounded in it
 (each of its words occurs in the query, ignoring case and punctuation), so that a model that
 answers instead of decomposing, or invents a name, is not let into the rewritten query.
-Prose or code fences around the JSON are ignored.
+Prose or code fences around the JSON are ignored. One near-miss is repaired rather than
+refused, because the small local model writes it often: a four-part path
+`[head, relation1, relation2, "?"]` is read as the chain it means,
+`[head, relation1, <relation1 of head>]`, `[<relation1 of head>, relation2, ?]`.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ def parse_triplets(
     if not raw:
         raise MalformedRewrite("no triplets")
     out: list[Triplet] = []
+    raw = [t for item in raw for t in _expand_path(item)]
     for i, item in enumerate(raw, 1):
         if not isinstance(item, list) or len(item) != 3:
             raise MalformedRewrite(f"triplet {i} is not a list of three items")
@@ -69,6 +73,20 @@ def parse_triplets(
                 if not _is_placeholder(ent) and not set(_words(ent)) <= known:
                     raise MalformedRewrite(f"'{ent}' is not named in the query")
     return out
+
+
+def _expand_path(item: Any) -> list[Any]:
+    """`[head, r1, r2, "?"]` (two relations, no middle entity) → the two-hop chain; any
+    other item unchanged."""
+    if not (isinstance(item, list) and len(item) == 4 and all(isinstance(x, str) for x in item)):
+        return [item]
+    head, r1, r2, tail = (" ".join(x.split()) for x in item)
+    if tail != TARGET or not head or _is_placeholder(head):
+        return [item]
+    if not r1 or not r2 or any(_is_placeholder(r) or r == TARGET for r in (r1, r2)):
+        return [item]
+    middle = f"<{r1} of {head}>"
+    return [[head, r1, middle], [middle, r2, TARGET]]
 
 
 def _is_placeholder(entity: str) -> bool:
