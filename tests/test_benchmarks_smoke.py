@@ -104,10 +104,23 @@ def test_benches_exit_1_with_one_line_when_db_down() -> None:
             stderr=subprocess.PIPE,
             text=True,
         )
-        for script in ("bench_ppr.py", "bench_dense.py")
+        for script in ("bench_ppr.py", "bench_dense.py", "bench_routing.py")
     }
     for script, proc in procs.items():
         _, err = proc.communicate(timeout=50)
         lines = [ln for ln in err.splitlines() if ln.strip()]
         assert proc.returncode == 1, (script, err)
         assert len(lines) == 1 and lines[0].startswith("error: database unreachable"), err
+
+
+def test_routing_curve_sends_the_largest_margins_to_graph() -> None:
+    from benchmarks.bench_routing import hybrid_curve
+
+    margins = np.array([0.9, -0.2, 0.5, 0.1])
+    dense = np.array([0.0, 1.0, 0.0, 1.0])
+    graph = np.array([1.0, 0.0, 1.0, 0.5])
+    curve = {round(p["graph_usage"], 2): p["recall@5"] for p in hybrid_curve(margins, dense, graph)}
+    assert curve[0.0] == 0.5  # all dense
+    assert curve[0.5] == 1.0  # queries 0 and 2 (largest margins) to graph: both gain
+    assert curve[0.75] == pytest.approx(0.875)  # query 3 next: loses half a gold passage
+    assert curve[1.0] == pytest.approx(0.625)  # all graph
