@@ -29,7 +29,7 @@ def test_label_train_register_promote(mini: dict[str, str]) -> None:
     assert len(labels) == N_QUERIES and {x.split for x in labels} == {"train", "val", "test"}
     stats = json.loads((settings().root / "reports/labels/musmini.json").read_text())
     assert stats["table1"]["total"] == N_QUERIES
-    assert set(stats["rule_comparison"]) == {"avg_rank", "topk_first"}
+    assert set(stats["rule_comparison"]) == {"avg_rank", "topk_first", "recall_first"}
 
     r = run_cli(["train", "--dataset", "musmini", "--backbone", "embedding", "--epochs", "5"], env)
     assert r.returncode == 0, r.stderr[-2000:]
