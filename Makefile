@@ -33,8 +33,11 @@ data: install
 
 # The main job: database up → validate + load every dataset → (dvc repro) index → label →
 # train both routers → register → promote → evaluate → serve and show one query per route.
+# DVC tracks files, not what the stages leave in Postgres and the MLflow store: on a machine
+# without them (`r2a state` exits 1) every stage is forced once, whatever dvc.lock says.
 run: data
 	$(VENV)/bin/r2a run
+	$(VENV)/bin/r2a state || $(VENV)/bin/dvc repro --force
 	$(VENV)/bin/dvc repro
 	$(VENV)/bin/dvc metrics show
 	$(VENV)/bin/r2a demo

@@ -365,6 +365,32 @@ def _retrain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _state(args: argparse.Namespace) -> int:
+    """What this machine's database and registry hold for the pipeline; exit 1 when the
+    pipeline's machine-local results are missing (DVC tracks files, not the database or
+    the MLflow store, so a fresh machine must force `dvc repro`)."""
+    from r2adapter.registry.models import alias_version
+    from r2adapter.store.graph_store import latest_version
+    from r2adapter.store.migrate import migrate
+
+    dataset = args.dataset or _pipeline_dataset()
+    migrate()  # a database never set up holds nothing: the tables, empty
+    missing = []
+    v = latest_version(dataset)
+    print(f"index {dataset}: {f'version {v.id} ({v.openie})' if v else 'missing'}")
+    if v is None:
+        missing.append(f"index of {dataset}")
+    for kind in ("r2a", "r2a_embed"):
+        champ = alias_version(kind, "champion")
+        print(f"champion {kind}: {f'v{champ.version}' if champ else 'missing'}")
+        if champ is None:
+            missing.append(f"{kind} champion")
+    if missing:
+        print(f"missing on this machine: {', '.join(missing)}")
+        return 1
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
     """The main job on embedded defaults."""
     from r2adapter import steps
@@ -491,6 +517,12 @@ def build_parser() -> argparse.ArgumentParser:
     dm = sub.add_parser("demo", help="serve, show one query per route, stop")
     dm.add_argument("--dataset", default=None, help="default: params.yaml pipeline.dataset")
     dm.set_defaults(func=_demo)
+
+    st = sub.add_parser(
+        "state", help="the index and champions this machine holds (exit 1 if missing)"
+    )
+    st.add_argument("--dataset", default=None, help="default: params.yaml pipeline.dataset")
+    st.set_defaults(func=_state)
 
     run = sub.add_parser("run", help="the main job end to end on embedded defaults")
     run.set_defaults(func=_run)

@@ -52,3 +52,11 @@ def test_db_down_stops_and_up_restarts(pg_env: dict[str, str], tmp_path: Path) -
     assert run_cli(["db", "status"], env).stdout.startswith("stopped")
     r = run_cli(["data", "load", "--dataset", "sample"], env)
     assert r.returncode == 1 and "database unreachable" in r.stderr
+
+
+def test_state_says_what_this_machine_lacks(pg_env: dict[str, str], tmp_path: Path) -> None:
+    env = {**pg_env, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    r = run_cli(["state", "--dataset", "no_such_dataset"], env)
+    assert r.returncode == 1, r.stderr
+    assert "index no_such_dataset: missing" in r.stdout
+    assert "champion r2a: missing" in r.stdout and "missing on this machine" in r.stdout
