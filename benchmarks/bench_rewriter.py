@@ -1,6 +1,6 @@
 """The query rewriter's effect on graph retrieval (R²Adapter Figures 5 and 8).
 
-For the labelled queries of a dataset (rule topk_first, every split; another stored rule
+For the labelled queries of a dataset (the configured label rule, every split; another stored rule
 when that one is missing): route each with the champion router, keep the queries routed to
 graph, and for each ε in {0.4, 0.6, 0.8, 1.0} rewrite those with p_graph < ε (eq. 7) with
 the Rewriter on the default LLM (the local model unless one is configured), then run graph
@@ -43,7 +43,6 @@ from benchmarks.common import (  # noqa: E402
 
 EPSILONS = (0.4, 0.6, 0.8, 1.0)
 KS = (2, 5)
-DEFAULT_RULE = "topk_first"
 SERVICE_BUDGET_S = float(os.environ.get("R2A_REWRITE_BUDGET_S", "5"))  # serving/state.py
 
 
@@ -124,7 +123,9 @@ def mean(v: list[float]) -> float | None:
 def main(argv: list[str] | None = None) -> int:
     ap = arg_parser(__doc__, "the first 30 labelled queries", "rewriter.json")
     add_champion_args(ap, "labelled, indexed dataset")
-    ap.add_argument("--rule", default=DEFAULT_RULE, help="label rule (falls back to any stored)")
+    ap.add_argument(
+        "--rule", help="label rule (default: params.yaml label.rule; falls back to any stored)"
+    )
     ap.add_argument("--split", default="all", help="label split: all, train, val or test")
     ap.add_argument("--queries", type=int, help="first N labelled queries (default all; quick 30)")
     ap.add_argument(
@@ -167,7 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     from r2adapter.rewrite import Rewriter
 
     load_before = loadavg()
-    records, rule, note = labelled(dataset, args.rule, args.split)
+    from r2adapter.config import label_params
+
+    records, rule, note = labelled(dataset, args.rule or label_params().rule, args.split)
     if note:
         print(f"note: {note}")
     n = args.queries or (30 if args.quick else len(records))
