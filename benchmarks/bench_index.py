@@ -32,34 +32,27 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
-try:  # `python -m benchmarks.bench_index` or imported from the repository root
-    from benchmarks.common import RESULTS, die, machine_info, save_json, timestamp
-    from benchmarks.scratch_db import (
-        BenchError,
-        Database,
-        data_dir,
-        database,
-        earlier_runs,
-        previous_result,
-        run_r2a,
-    )
-except ImportError:  # `python benchmarks/bench_index.py`: benchmarks/ is on sys.path
-    from common import RESULTS, die, machine_info, save_json, timestamp  # type: ignore[no-redef]
-    from scratch_db import (  # type: ignore[no-redef]
-        BenchError,
-        Database,
-        data_dir,
-        database,
-        earlier_runs,
-        previous_result,
-        run_r2a,
-    )
+if not __package__:  # `python benchmarks/bench_index.py`: put the repository root on sys.path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import RESULTS, die, machine_info, save_json, timestamp  # noqa: E402
+from benchmarks.scratch_db import (
+    BenchError,
+    Database,
+    add_db_args,
+    data_dir,
+    database,
+    earlier_runs,
+    previous_result,
+    run_r2a,
+)
 
 DEFAULT_DATASETS = ("musique", "hotpotqa")
 QUICK_DATASETS = ("sample",)
@@ -277,10 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--openie", default="spacy", choices=["precomputed", "spacy", "llm"])
     ap.add_argument("--quick", action="store_true", help="the 3-passage sample")
     ap.add_argument("--no-rebuild", action="store_true", help="skip the rebuild from caches")
-    ap.add_argument("--db", choices=["scratch", "env"], default="scratch")
-    ap.add_argument("--scratch-dir", type=Path, help="where scratch databases go (default /tmp)")
-    ap.add_argument("--keep", action="store_true", help="keep the scratch databases (stopped)")
-    ap.add_argument("--timeout", type=float, default=7200, help="seconds per r2a command")
+    add_db_args(ap)
     ap.add_argument("--merge", action="store_true", help="keep --out's entries not run now")
     ap.add_argument("--out", type=Path, default=RESULTS / "index_throughput.json")
     args = ap.parse_args(argv)

@@ -43,28 +43,20 @@ from typing import Any
 
 from tqdm import tqdm
 
-try:  # `python -m benchmarks.bench_quality` or imported from the repository root
-    from benchmarks.common import RESULTS, die, machine_info, save_json, timestamp
-    from benchmarks.scratch_db import (
-        BenchError,
-        data_dir,
-        database,
-        earlier_runs,
-        json_line,
-        previous_result,
-        run_r2a,
-    )
-except ImportError:  # `python benchmarks/bench_quality.py`: benchmarks/ is on sys.path
-    from common import RESULTS, die, machine_info, save_json, timestamp  # type: ignore[no-redef]
-    from scratch_db import (  # type: ignore[no-redef]
-        BenchError,
-        data_dir,
-        database,
-        earlier_runs,
-        json_line,
-        previous_result,
-        run_r2a,
-    )
+if not __package__:  # `python benchmarks/bench_quality.py`: put the repository root on sys.path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import RESULTS, die, machine_info, save_json, timestamp  # noqa: E402
+from benchmarks.scratch_db import (
+    BenchError,
+    add_db_args,
+    data_dir,
+    database,
+    earlier_runs,
+    json_line,
+    previous_result,
+    run_r2a,
+)
 
 BACKENDS = ("precomputed", "spacy", "llm")
 QUICK_MAX_PASSAGES = 50  # --quick: datasets no larger than this (the shipped sample)
@@ -309,10 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         help=f"only datasets of at most {QUICK_MAX_PASSAGES} passages (the sample)",
     )
     ap.add_argument("--llm-max-passages", type=int, default=LLM_MAX_PASSAGES)
-    ap.add_argument("--db", choices=["scratch", "env"], default="scratch")
-    ap.add_argument("--scratch-dir", type=Path, help="where scratch databases go (default /tmp)")
-    ap.add_argument("--keep", action="store_true", help="keep the scratch databases (stopped)")
-    ap.add_argument("--timeout", type=float, default=7200, help="seconds per r2a command")
+    add_db_args(ap)
     ap.add_argument("--merge", action="store_true", help="keep --out's rows not run now")
     ap.add_argument("--out", type=Path, default=RESULTS / "quality.json")
     args = ap.parse_args(argv)

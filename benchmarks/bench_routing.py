@@ -39,6 +39,7 @@ if not __package__:  # `python benchmarks/bench_routing.py`: put the repository 
 from benchmarks.common import (  # noqa: E402
     RESULTS,
     die,
+    loadavg,
     machine_info,
     require_db,
     save_json,
@@ -303,7 +304,7 @@ def table(key: str, s: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from r2adapter.config import label_params, settings
+    from r2adapter.config import label_params, pipeline_dataset
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dataset", help="training corpus (default: params.yaml pipeline.dataset)")
@@ -328,12 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     from r2adapter.steps import dataset_name
 
     require_db()
-    import yaml
-
-    params = yaml.safe_load((settings().root / "params.yaml").read_text()) or {}
-    train_ds = dataset_name(
-        args.dataset or params.get("pipeline", {}).get("dataset", "2wikimultihopqa")
-    )
+    train_ds = dataset_name(args.dataset or pipeline_dataset())
     rule = args.rule or label_params().rule
     limit = 20 if args.quick else None
     payload: dict[str, Any] = {
@@ -377,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("r2a", "r2a_int8", "r2a_embed_head", "r2a_embed_with_encoding", "ner"):
         print(f"  {name:<26} p50 {lat[name]['p50_ms']:7.2f} ms   p95 {lat[name]['p95_ms']:7.2f} ms")
     print(f"  int8 decisions equal to float32: {lat['r2a_int8_decision_agreement']:.1%}")
-    payload["machine"]["loadavg_1_5_15m_at_end"] = list(__import__("os").getloadavg())
+    payload["machine"]["loadavg_1_5_15m_at_end"] = loadavg()
     out = save_json(args.out, payload)
     png = plot_curves(payload["sets"], out.with_suffix(".png"))
     if not args.no_mlflow:

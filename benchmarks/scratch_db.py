@@ -21,6 +21,7 @@ R2A_DATABASE_URL, e.g. the test suite's); runs for one dataset then go one after
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -57,6 +58,14 @@ class R2ARun:
     stdout: str
     stderr_tail: str
     wall_s: float
+
+
+def add_db_args(ap: argparse.ArgumentParser) -> None:
+    """The options every scratch-database benchmark takes."""
+    ap.add_argument("--db", choices=["scratch", "env"], default="scratch")
+    ap.add_argument("--scratch-dir", type=Path, help="where scratch databases go (default /tmp)")
+    ap.add_argument("--keep", action="store_true", help="keep the scratch databases (stopped)")
+    ap.add_argument("--timeout", type=float, default=7200, help="seconds per r2a command")
 
 
 def free_port() -> int:

@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
+from r2adapter.config import pipeline_dataset
 from r2adapter.errors import R2AError
 
 
@@ -315,7 +316,7 @@ def _demo(args: argparse.Namespace) -> int:
     from r2adapter.demo import demo
     from r2adapter.evaluate.retrieval import stored_queries
 
-    dataset = args.dataset or _pipeline_dataset()
+    dataset = args.dataset or pipeline_dataset()
     questions = [q.question for q in stored_queries(dataset, complete_only=False)]
     if not questions:
         raise R2AError(f"dataset '{dataset}' has no queries: run `r2a data load` first")
@@ -324,18 +325,12 @@ def _demo(args: argparse.Namespace) -> int:
     return demo(dataset, questions, log)
 
 
-def _pipeline_dataset() -> str:
-    from r2adapter.config import _params_yaml
-
-    return str((_params_yaml().get("pipeline") or {}).get("dataset", "2wikimultihopqa"))  # type: ignore[union-attr]
-
-
 def _retrain(args: argparse.Namespace) -> int:
     """The scheduled loop on this machine: index (only what changed) → label → train →
     register → promote; a running service is told to reload when champion moved."""
     from r2adapter import steps
 
-    dataset = args.dataset or _pipeline_dataset()
+    dataset = args.dataset or pipeline_dataset()
     report = steps.validate(dataset)
     if not report.success:
         raise R2AError(f"{dataset}: validation failed; run `r2a data validate --dataset {dataset}`")
@@ -373,7 +368,7 @@ def _state(args: argparse.Namespace) -> int:
     from r2adapter.store.graph_store import latest_version
     from r2adapter.store.migrate import migrate
 
-    dataset = args.dataset or _pipeline_dataset()
+    dataset = args.dataset or pipeline_dataset()
     migrate()  # a database never set up holds nothing: the tables, empty
     missing = []
     v = latest_version(dataset)

@@ -122,6 +122,12 @@ def _params_yaml() -> dict[str, object]:
     return data if isinstance(data, dict) else {}
 
 
+def pipeline_dataset() -> str:
+    """The corpus the pipeline trains on and the service serves (params.yaml pipeline.dataset)."""
+    section = _params_yaml().get("pipeline") or {}
+    return str(section.get("dataset", "2wikimultihopqa"))  # type: ignore[union-attr]
+
+
 def router_params(backbone: str | None = None, **overrides: object) -> RouterParams:
     """RouterParams from params.yaml (`router:` defaults, `router_<backbone>:` per backbone),
     then explicit overrides."""
