@@ -177,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     records = records[:n]
     try:
         router, version = load_router(args.router, "champion")
+        router.bind(dataset)
         champ_tag = (alias_version(args.router, "champion").tags or {}).get("dataset")
         graph = GraphRetriever(dataset)
     except R2AError as e:

@@ -86,7 +86,7 @@ class R2Adapter:
         query = check_query(query)
         if getattr(self.router, "uses_embedding", False):
             qvec = self.encoder.encode_query(query)
-            p_d, p_g = self.router.score_embeddings(qvec[None, :])  # type: ignore[attr-defined]
+            p_d, p_g = self.router.score([query], qvec[None, :])  # type: ignore[call-arg]
         else:
             qvec = None
             p_d, p_g = self.router.score([query])

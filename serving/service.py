@@ -127,7 +127,7 @@ class R2AService:
         champion = self.state.router()
         router = champion.router
         if getattr(router, "uses_embedding", False):
-            p_d, p_g = router.score_embeddings(self.state.encoder.encode(list(queries)))
+            p_d, p_g = router.score(list(queries), self.state.encoder.encode(list(queries)))
         else:
             p_d, p_g = router.score(list(queries))
         eps = getattr(router, "epsilon", 0.6)

@@ -62,8 +62,9 @@ class ServingState:
             if self.champion is None or self.champion.version != str(v.version):
                 router, version = load_router(self.kind, "champion")
                 with self._lock:
-                    self.champion = Champion(router, version, self.kind)
                     self.dataset_tag = v.tags.get("dataset")
+                    router.bind(self.dataset)  # the corpus its features are read from
+                    self.champion = Champion(router, version, self.kind)
                 log.info("serving %s champion v%s", self.kind, version)
             self.champion_error = ""
         except R2AError as e:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import psycopg
 import pytest
 
@@ -114,3 +115,27 @@ def test_cli_index_retrieve_evaluate(sample_index: gs.IndexVersion, pg_env: dict
     assert r.returncode == 1 and r.stderr.strip() == "error: the query is empty: give a question"
     r = run_cli(["retrieve", "--dataset", "musique", "Who?"], pg_env)
     assert r.returncode == 1 and "run `r2a index --dataset musique` first" in r.stderr
+
+
+def test_onnx_encoder_gives_the_torch_embeddings(tmp_path: Path) -> None:
+    from r2adapter.index.encoder import Encoder
+    from r2adapter.index.onnx_encoder import OnnxPooledEncoder
+
+    torch_enc = Encoder("minilm", backend="torch")
+    onnx_enc = Encoder("minilm", backend="onnx")
+    assert (torch_enc.backend, onnx_enc.backend) == ("torch", "onnx")
+    texts = ["Who directed The Iron Mask?", "a long passage about a film " * 60, "x"]
+    diff = np.abs(onnx_enc.encode(texts) - torch_enc.encode(texts)).max()
+    assert diff < 1e-5
+    # a fresh cache folder: exported once, then reused
+    a = OnnxPooledEncoder(torch_enc.model, str(_minilm_dir()), tmp_path, 1)
+    mtime = a.path.stat().st_mtime_ns
+    b = OnnxPooledEncoder(torch_enc.model, str(_minilm_dir()), tmp_path, 1)
+    assert b.path == a.path and b.path.stat().st_mtime_ns == mtime
+    assert np.abs(b.run(texts[:1]) - torch_enc.encode(texts[:1])).max() < 1e-5
+
+
+def _minilm_dir() -> Path:
+    from r2adapter.index.encoder import _minilm_path
+
+    return _minilm_path()

@@ -145,3 +145,54 @@ def test_promotion_gate() -> None:
     assert not ok and "budget" in why[0]
     ok, why = budget.check({"recall@5": 0.68, "f1_graph": 0.60, "graph_usage": 0.45}, champ)
     assert not ok and "R@5" in why[0]  # both within budget: quality decides
+
+
+def test_title_cover_is_word_bounded_and_drops_qualifiers() -> None:
+    from r2adapter.route.evidence import normalise_title, title_cover
+
+    assert normalise_title("The Iron Mask (1929 film)") == " the iron mask "
+    titles = [normalise_title(t) for t in ("The Iron Mask (film)", "Allan Dwan", "It", "")]
+    assert title_cover("Who directed the film The Iron Mask?", titles) == 1
+    assert title_cover("Was Allan Dwan older than the director of The Iron Mask?", titles) == 2
+    assert title_cover("Whitney's hit", titles) == 0  # "It" inside a word does not count
+
+
+def test_dense_evidence_reads_the_dense_top_k_titles() -> None:
+    from types import SimpleNamespace
+
+    from r2adapter.route.evidence import DenseEvidence, normalise
+
+    emb = np.eye(4, dtype=np.float32)  # passage i is the unit vector e_i
+    graph = SimpleNamespace(
+        version=SimpleNamespace(id=1),
+        passage_emb=emb,
+        passage_titles=["Ada Lovelace", "Charles Babbage", "London", "Paris"],
+    )
+    ev = DenseEvidence("toy", k=2)
+    ev._graphs = SimpleNamespace(get=lambda dataset: graph)  # type: ignore[assignment]
+    q = np.array([[0.9, 0.4, 0.1, 0.0], [0.0, 0.1, 0.2, 0.9]], dtype=np.float32)
+    f = ev(["Did Ada Lovelace meet Charles Babbage?", "Who met Ada Lovelace in London?"], q)
+    # query 1: top-2 = Ada, Babbage, both named → bucket 2; query 2: top-2 = Paris, London → 1
+    assert f.shape == (2, 4) and f[0].tolist() == [0, 0, 1, 0] and f[1].tolist() == [0, 1, 0, 0]
+    assert normalise("A-b  C") == " a b c "
+
+
+def test_routers_read_features_and_int8_scores_stay_close() -> None:
+    from r2adapter.route.model import EmbeddingRouter, TransformerRouter
+    from r2adapter.route.trained import quantize_int8
+
+    net = EmbeddingRouter(dim=8, n_features=4).eval()
+    x, f = torch.randn(3, 8), torch.eye(4)[:3]
+    out = net(x, f)
+    assert out.shape == (3, 2)
+    with torch.no_grad():  # the feature weights reach the output
+        net.head[-1].weight[:, 8:] += 5.0
+    assert not torch.allclose(net(x, f), out)
+    t = TransformerRouter("minilm", n_features=4).eval()
+    ids = torch.tensor([[101, 2040, 2003, 1996, 2472, 102]])
+    mask = torch.ones_like(ids)
+    feats = torch.tensor([[0.0, 1.0, 0.0, 0.0]])
+    with torch.no_grad():
+        p32 = t(ids, mask, feats)
+        p8 = quantize_int8(t)(ids, mask, feats)
+    assert (p32 - p8).abs().max() < 0.05

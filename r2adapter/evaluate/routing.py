@@ -50,7 +50,7 @@ def time_router(
     for i, r in enumerate(records):
         t = time.perf_counter()
         if embeddings is not None and getattr(router, "uses_embedding", False):
-            p_d, p_g = router.score_embeddings(embeddings[i : i + 1])  # type: ignore[attr-defined]
+            p_d, p_g = router.score([r.question], embeddings[i : i + 1])  # type: ignore[call-arg]
             g = bool((p_g - p_d)[0] > router.tau)
         else:
             g = bool(router.route([r.question])[0])

@@ -26,7 +26,7 @@ def routing_report(dataset: str, split: str = "test", rule: str | None = None) -
     for kind in ("r2a", "r2a_embed"):
         try:
             router, version = load_router(kind, "champion")
-            routers.append(router)
+            routers.append(router.bind(dataset))
             versions[kind] = version
         except R2AError as e:
             notes.append(str(e))

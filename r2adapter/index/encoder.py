@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from functools import cache
@@ -13,6 +14,7 @@ from r2adapter.config import EncoderParams
 from r2adapter.errors import R2AError
 
 MINILM = "all-MiniLM-L6-v2"
+log = logging.getLogger(__name__)
 
 
 def _minilm_path() -> Path:
@@ -28,7 +30,13 @@ def _minilm_path() -> Path:
 class Encoder:
     """A sentence-transformers model; `name` and `dim` are stored with every index."""
 
-    def __init__(self, model: str = "minilm", batch_size: int = 64, max_seq_length: int = 256):
+    def __init__(
+        self,
+        model: str = "minilm",
+        batch_size: int = 64,
+        max_seq_length: int = 256,
+        backend: str = "torch",
+    ):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         from sentence_transformers import SentenceTransformer
@@ -45,6 +53,21 @@ class Encoder:
         self.batch_size = batch_size
         self.dim = int(self.model.get_embedding_dimension())
         self._lock = threading.Lock()
+        self._onnx = None
+        self.backend = "torch"
+        if backend == "onnx" and not _cuda() and _mean_pooled_normalised(self.model):
+            try:
+                import torch
+
+                from r2adapter.config import settings
+                from r2adapter.index.onnx_encoder import OnnxPooledEncoder
+
+                self._onnx = OnnxPooledEncoder(
+                    self.model, path, settings().root / ".cache" / "onnx", torch.get_num_threads()
+                )
+                self.backend = "onnx"
+            except Exception as e:  # no onnxruntime, an export the model refuses: torch
+                log.warning("encoder %s stays on torch: %s", self.name, str(e).splitlines()[0])
 
     def encode(
         self,
@@ -76,18 +99,42 @@ class Encoder:
         ):  # one forward pass at a time
             for i in range(0, len(order), step):
                 idx = order[i : i + step]
-                out[idx] = self.model.encode(
-                    [texts[j] for j in idx],
-                    batch_size=batch_size,
-                    normalize_embeddings=True,
-                    convert_to_numpy=True,
-                    show_progress_bar=False,
-                )
+                out[idx] = self._forward([texts[j] for j in idx], batch_size)
                 bar.update(len(idx))
         return out
 
+    def _forward(self, texts: list[str], batch_size: int) -> np.ndarray:
+        if self._onnx is not None:
+            return np.concatenate(
+                [
+                    self._onnx.run(texts[i : i + batch_size])
+                    for i in range(0, len(texts), batch_size)
+                ]
+            )
+        return self.model.encode(
+            texts,
+            batch_size=batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+
     def encode_query(self, text: str) -> np.ndarray:
         return self.encode([text])[0]
+
+
+def _mean_pooled_normalised(model: object) -> bool:
+    """Transformer → mean pooling → Normalize: the shape the ONNX export reproduces."""
+    mods = list(model)  # type: ignore[call-overload]
+    return (
+        len(mods) == 3
+        and type(mods[1]).__name__ == "Pooling"
+        and (
+            getattr(mods[1], "pooling_mode", None) == "mean"  # sentence-transformers ≥ 6
+            or bool(getattr(mods[1], "pooling_mode_mean_tokens", False))
+        )
+        and type(mods[2]).__name__ == "Normalize"
+    )
 
 
 def _cuda() -> bool:
@@ -102,4 +149,4 @@ def _cuda() -> bool:
 @cache
 def get_encoder(model: str | None = None) -> Encoder:
     p = EncoderParams()
-    return Encoder(model or p.model, p.batch_size, p.max_seq_length)
+    return Encoder(model or p.model, p.batch_size, p.max_seq_length, p.backend)

@@ -39,6 +39,7 @@ def promote(
     test = db_labels(dataset, rule, "test")
     questions = [r.question for r in test]
     cand, _ = load_router(kind, "candidate")
+    cand.bind(dataset)
     cand_m = routing_metrics(np.asarray(cand.route(questions)), test)
     champ_v = alias_version(kind, "champion")
     if champ_v is not None and champ_v.version == cand_v.version:
@@ -56,6 +57,7 @@ def promote(
         ok, reasons = True, ["no champion yet: the first model becomes champion"]
     else:
         champ, _ = load_router(kind, "champion")
+        champ.bind(dataset)
         champ_m = routing_metrics(np.asarray(champ.route(questions)), test)
         ok, reasons = gate.check(cand_m, champ_m)
         if ok and not reasons:

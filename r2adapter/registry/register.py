@@ -82,7 +82,7 @@ def train_and_register(
             run_id=run.info.run_id,
             tracking_uri=mlflow.get_tracking_uri(),
         )
-        result = train_router(records, params, logger=logger, progress=progress)
+        result = train_router(records, params, logger=logger, progress=progress, dataset=dataset)
         test = test_metrics(result, records)
         mlflow.log_metrics({f"test_{k.replace('@', '_at_')}": v for k, v in test.items()})
         mlflow.log_metrics(
@@ -92,6 +92,8 @@ def train_and_register(
                 "best_step": result.history.best_step,
             }
         )
+        if result.history.float_tau is not None:  # quantised: τ* searched again
+            mlflow.log_metric("tau_star_float", result.history.float_tau)
         with tempfile.TemporaryDirectory() as tmp:
             t = Path(tmp)
             mlflow.log_artifact(

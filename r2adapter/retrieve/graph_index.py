@@ -19,6 +19,7 @@ class GraphIndex:
     version: gs.IndexVersion
     n_entities: int
     passage_ids: list[str]  # node id = n_entities + position
+    passage_titles: list[str]  # aligned with passage_ids (routing reads them)
     passage_emb: np.ndarray  # (P, d), normalised
     fact_emb: np.ndarray  # (F, d), normalised
     fact_ends: np.ndarray  # (F, 2) subject and object entity ids
@@ -43,6 +44,7 @@ def load_graph_index(version: gs.IndexVersion) -> GraphIndex:
     fact_emb = (
         np.stack([cached[t] for t in texts]) if texts else np.zeros((0, dim), dtype=np.float32)
     )
+    titles = gs.passage_titles(version.dataset)
     fact_ends = np.array([(s, o) for s, _, o, _ in rows.facts], dtype=np.int64).reshape(-1, 2)
 
     src, dst, w = [], [], []
@@ -61,6 +63,7 @@ def load_graph_index(version: gs.IndexVersion) -> GraphIndex:
         version,
         n_e,
         pids,
+        [titles.get(pid, "") for pid in pids],
         pemb,
         fact_emb,
         fact_ends,

@@ -5,6 +5,9 @@ Two backbones share the heads and the loss:
   paper's microsoft/deberta-v3-base where a hub is reachable), mean-pooled.
 - `EmbeddingRouter`: our cheaper router, a head over the query embedding the dense
   retriever computes anyway, so routing costs almost nothing beyond retrieval.
+
+Either may also read the dense-evidence features of r2adapter.route.evidence, appended to
+the pooled query before the head.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ def backbone_path(name: str) -> str:
 
 
 class TransformerRouter(nn.Module):
-    def __init__(self, backbone: str = "minilm") -> None:
+    def __init__(self, backbone: str = "minilm", n_features: int = 0) -> None:
         super().__init__()
         from transformers import AutoModel
 
@@ -35,23 +38,41 @@ class TransformerRouter(nn.Module):
                 f"cannot load router backbone '{backbone}': {str(e).splitlines()[0]}"
             ) from None
         self.encoder.train()  # from_pretrained returns eval mode; fine-tuning wants dropout
-        self.head = nn.Linear(self.encoder.config.hidden_size, 2)
+        self.head = nn.Linear(self.encoder.config.hidden_size + n_features, 2)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        features: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         out = self.encoder(input_ids=input_ids, attention_mask=attention_mask)
         mask = attention_mask.unsqueeze(-1).to(out.last_hidden_state.dtype)
         h = (out.last_hidden_state * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-        return torch.sigmoid(self.head(h))  # [p_dense, p_graph]
+        import os
+
+        if os.environ.get("R2A_NORM"):
+            h = torch.nn.functional.normalize(h, dim=1)
+        return torch.sigmoid(self.head(_with(h, features)))  # [p_dense, p_graph]
 
 
 class EmbeddingRouter(nn.Module):
-    def __init__(self, dim: int = 384, hidden: int = 0, dropout: float = 0.1) -> None:
+    def __init__(
+        self, dim: int = 384, hidden: int = 0, dropout: float = 0.1, n_features: int = 0
+    ) -> None:
         super().__init__()
         layers: list[nn.Module] = [nn.Dropout(dropout)]
         if hidden:
-            layers += [nn.Linear(dim, hidden), nn.GELU(), nn.Dropout(dropout)]
-        layers.append(nn.Linear(hidden or dim, 2))
+            layers += [nn.Linear(dim + n_features, hidden), nn.GELU(), nn.Dropout(dropout)]
+        layers.append(nn.Linear(hidden or dim + n_features, 2))
         self.head = nn.Sequential(*layers)
 
-    def forward(self, embedding: torch.Tensor) -> torch.Tensor:
-        return torch.sigmoid(self.head(embedding))
+    def forward(
+        self, embedding: torch.Tensor, features: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        return torch.sigmoid(self.head(_with(embedding, features)))
+
+
+def _with(h: torch.Tensor, features: torch.Tensor | None) -> torch.Tensor:
+    """The pooled query, followed by the routing features (r2adapter.route.evidence)."""
+    return h if features is None else torch.cat([h, features.to(h.dtype)], dim=1)

@@ -285,6 +285,14 @@ def read_graph_rows(version: int) -> GraphRows:
     return GraphRows(ents, facts, pe, syn)
 
 
+def passage_titles(dataset: str) -> dict[str, str]:
+    with connection() as conn:
+        rows = conn.execute(
+            "SELECT id, title FROM passages WHERE dataset = %s", (dataset,)
+        ).fetchall()
+    return {r[0]: r[1] for r in rows}
+
+
 def passages_by_id(dataset: str, ids: Sequence[str]) -> dict[str, Passage]:
     with connection() as conn:
         rows = conn.execute(

@@ -40,6 +40,7 @@ class RouterDataModule(L.LightningDataModule):
         max_length: int = 64,
         embed: Callable[[list[str]], np.ndarray] | None = None,
         seed: int = 13,
+        features: Callable[[list[str], np.ndarray], np.ndarray] | None = None,
     ) -> None:
         super().__init__()
         self.splits = {s: [r for r in records if r.split == s] for s in ("train", "val", "test")}
@@ -56,12 +57,16 @@ class RouterDataModule(L.LightningDataModule):
         self.seed = seed
         self._tokenizer = None
         self._emb: dict[str, np.ndarray] = {}
-        if backbone == "embedding":
+        self._feats: dict[str, np.ndarray] = {}
+        if backbone == "embedding" or features is not None:
             if embed is None:
-                raise R2AError("the embedding router needs the retrieval encoder")
+                raise R2AError("the router's inputs need the retrieval encoder")
             questions = [r.question for r in records]
-            self._emb = dict(zip(questions, embed(questions), strict=True))
-        else:
+            vecs = embed(questions)
+            self._emb = dict(zip(questions, vecs, strict=True))
+            if features is not None:
+                self._feats = dict(zip(questions, features(questions, vecs), strict=True))
+        if backbone != "embedding":
             from transformers import AutoTokenizer
 
             from r2adapter.route.model import backbone_path
@@ -70,6 +75,10 @@ class RouterDataModule(L.LightningDataModule):
 
     def collate(self, rows: list[LabelRecord]) -> dict[str, torch.Tensor]:
         batch: dict[str, torch.Tensor] = {"y": targets(rows)}
+        if self._feats:
+            batch["features"] = torch.from_numpy(
+                np.stack([self._feats[r.question] for r in rows]).astype(np.float32)
+            )
         if self._tokenizer is None:
             batch["embedding"] = torch.from_numpy(
                 np.stack([self._emb[r.question] for r in rows]).astype(np.float32)

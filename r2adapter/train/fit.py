@@ -9,9 +9,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import lightning as L
+import numpy as np
 
 from r2adapter.config import RouterParams
+from r2adapter.errors import R2AError
 from r2adapter.label.annotate import LabelRecord
+from r2adapter.route.evidence import DenseEvidence
+from r2adapter.route.threshold import search_threshold
 from r2adapter.route.trained import RouterConfig, TrainedRouter, build_net
 from r2adapter.train.callbacks import PeriodicThresholdSearch, SearchHistory
 from r2adapter.train.data import RouterDataModule
@@ -27,13 +31,20 @@ class TrainResult:
 
 
 def train_router(
-    records: list[LabelRecord], p: RouterParams, logger: Any = None, progress: bool = True
+    records: list[LabelRecord],
+    p: RouterParams,
+    logger: Any = None,
+    progress: bool = True,
+    dataset: str = "",
 ) -> TrainResult:
+    """Train on the labelled splits of `dataset` (whose index the routing features read)."""
     L.seed_everything(p.seed, workers=True, verbose=False)
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
     from r2adapter.index.encoder import get_encoder
 
-    enc = get_encoder() if p.backbone == "embedding" else None
+    if p.features and not dataset:
+        raise R2AError("a router with corpus features needs the dataset it is trained on")
+    enc = get_encoder() if p.backbone == "embedding" or p.features else None
     cfg = RouterConfig(
         backbone=p.backbone,
         tau=0.0,
@@ -41,7 +52,11 @@ def train_router(
         max_length=p.max_length,
         dim=enc.dim if enc else 384,
         encoder=enc.name if enc else "all-MiniLM-L6-v2",
+        features=tuple(p.features),
+        corpus=dataset,
+        quantize=p.quantize,
     )
+    evidence = DenseEvidence(dataset, p.features) if p.features else None
     dm = RouterDataModule(
         records,
         p.backbone,
@@ -49,9 +64,16 @@ def train_router(
         p.max_length,
         embed=enc.encode if enc else None,
         seed=p.seed,
+        features=evidence,
     )
     module = RouterModule(
-        build_net(cfg), lr=p.lr, alpha=p.alpha, gamma=p.gamma, warmup_ratio=p.warmup_ratio
+        build_net(cfg),
+        lr=p.lr,
+        alpha=p.alpha,
+        gamma=p.gamma,
+        warmup_ratio=p.warmup_ratio,
+        head_lr=p.head_lr,
+        weight_decay=p.weight_decay,
     )
     search = PeriodicThresholdSearch(
         p.eval_every_n_steps, p.tau_min, p.tau_max, p.tau_step, p.max_graph_usage
@@ -77,6 +99,27 @@ def train_router(
         trainer.fit(module, datamodule=dm)
     best = RouterConfig(**{**cfg.__dict__, "tau": search.history.best_tau})
     router = TrainedRouter(best, module.net.cpu())
+    if cfg.quantize:
+        router = _requantised_tau(router, dm.splits["val"], p, search.history, dataset)
     return TrainResult(
         router, search.history, trainer.global_step, str(trainer.accelerator.__class__.__name__)
     )
+
+
+def _requantised_tau(
+    router: TrainedRouter,
+    val: list[LabelRecord],
+    p: RouterParams,
+    history: SearchHistory,
+    dataset: str,
+) -> TrainedRouter:
+    """The served model is quantised: search τ* again, on its own validation scores."""
+    if dataset:
+        router.bind(dataset)
+    p_d, p_g = router.score([r.question for r in val])
+    truth = np.array([r.preference == "graph" for r in val])
+    s = search_threshold(p_d, p_g, truth, p.tau_min, p.tau_max, p.tau_step, p.max_graph_usage)
+    history.float_tau, history.best_tau = history.best_tau, s.best_tau
+    router.cfg = RouterConfig(**{**router.cfg.__dict__, "tau": s.best_tau})
+    router.tau = s.best_tau
+    return router

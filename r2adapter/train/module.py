@@ -20,15 +20,17 @@ class RouterModule(L.LightningModule):
         gamma: float = 2.0,
         warmup_ratio: float = 0.1,
         weight_decay: float = 0.01,
+        head_lr: float = 0.0,
     ) -> None:
         super().__init__()
         self.net = net
         self.save_hyperparameters(ignore=["net"])
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        feats = batch.get("features")
         if "embedding" in batch:
-            return self.net(batch["embedding"])
-        return self.net(batch["input_ids"], batch["attention_mask"])
+            return self.net(batch["embedding"], feats)
+        return self.net(batch["input_ids"], batch["attention_mask"], feats)
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         probs = self(batch)
@@ -54,8 +56,14 @@ class RouterModule(L.LightningModule):
     def configure_optimizers(self) -> Any:
         from transformers import get_linear_schedule_with_warmup
 
+        lr, head_lr = self.hparams["lr"], self.hparams["head_lr"] or self.hparams["lr"]
+        named = list(self.net.named_parameters())
+        groups = [
+            {"params": [p for n, p in named if not n.startswith("head.")], "lr": lr},
+            {"params": [p for n, p in named if n.startswith("head.")], "lr": head_lr},
+        ]
         opt = torch.optim.AdamW(
-            self.parameters(), lr=self.hparams["lr"], weight_decay=self.hparams["weight_decay"]
+            [g for g in groups if g["params"]], lr=lr, weight_decay=self.hparams["weight_decay"]
         )
         total = max(int(self.trainer.estimated_stepping_batches), 1)
         sched = get_linear_schedule_with_warmup(
