@@ -119,7 +119,7 @@ def test_cli_index_retrieve_evaluate(sample_index: gs.IndexVersion, pg_env: dict
 
 def test_onnx_encoder_gives_the_torch_embeddings(tmp_path: Path) -> None:
     from r2adapter.index.encoder import Encoder
-    from r2adapter.index.onnx_encoder import OnnxPooledEncoder
+    from r2adapter.index.onnx_encoder import for_sentence_transformer
 
     torch_enc = Encoder("minilm", backend="torch")
     onnx_enc = Encoder("minilm", backend="onnx")
@@ -128,9 +128,9 @@ def test_onnx_encoder_gives_the_torch_embeddings(tmp_path: Path) -> None:
     diff = np.abs(onnx_enc.encode(texts) - torch_enc.encode(texts)).max()
     assert diff < 1e-5
     # a fresh cache folder: exported once, then reused
-    a = OnnxPooledEncoder(torch_enc.model, str(_minilm_dir()), tmp_path, 1)
+    a = for_sentence_transformer(torch_enc.model, str(_minilm_dir()), tmp_path, 1)
     mtime = a.path.stat().st_mtime_ns
-    b = OnnxPooledEncoder(torch_enc.model, str(_minilm_dir()), tmp_path, 1)
+    b = for_sentence_transformer(torch_enc.model, str(_minilm_dir()), tmp_path, 1)
     assert b.path == a.path and b.path.stat().st_mtime_ns == mtime
     assert np.abs(b.run(texts[:1]) - torch_enc.encode(texts[:1])).max() < 1e-5
 

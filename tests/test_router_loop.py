@@ -53,6 +53,15 @@ def test_label_train_register_promote(mini: dict[str, str]) -> None:
     )
     assert any("LLM-router skipped" in n for n in report["notes"])
 
+    # what params.yaml asks for is what was registered: dense evidence, r2a on ONNX
+    from r2adapter.registry.models import load_router
+
+    r2a, _ = load_router("r2a", "champion")
+    assert r2a.cfg.features == ("title_cover",) and r2a.cfg.corpus == "musmini"
+    assert r2a.cfg.runtime == "onnx" and r2a.runtime == "onnx"
+    p_d, p_g = r2a.score(["Who is the father of the director of film X?"])
+    assert 0 <= p_d[0] <= 1 and 0 <= p_g[0] <= 1
+
     r = run_cli(["models", "--json"], env)
     models = json.loads(r.stdout)
     champions = {m["router"] for m in models if "champion" in m["aliases"]}

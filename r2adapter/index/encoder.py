@@ -60,9 +60,9 @@ class Encoder:
                 import torch
 
                 from r2adapter.config import settings
-                from r2adapter.index.onnx_encoder import OnnxPooledEncoder
+                from r2adapter.index.onnx_encoder import for_sentence_transformer
 
-                self._onnx = OnnxPooledEncoder(
+                self._onnx = for_sentence_transformer(
                     self.model, path, settings().root / ".cache" / "onnx", torch.get_num_threads()
                 )
                 self.backend = "onnx"

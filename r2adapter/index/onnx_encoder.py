@@ -2,9 +2,9 @@
 difference about 1e-7, so an index built either way serves either way) at about a third of
 PyTorch's time for one short query on 2 CPU cores (`benchmarks/bench_dense.py`).
 
-The model is exported once, from the loaded sentence-transformers model, into
-`<root>/.cache/onnx/`, and reused; a failed export or a missing onnxruntime leaves the
-PyTorch path in charge (the encoder logs why).
+The model is exported once, from the loaded model, into `<root>/.cache/onnx/` and reused;
+a failed export or a missing onnxruntime leaves the PyTorch path in charge (the caller logs
+why). The fine-tuned router's encoder is served the same way.
 """
 
 from __future__ import annotations
@@ -21,77 +21,101 @@ import numpy as np
 OPSET = 17
 
 
-class _Pooled:  # built lazily: torch.nn is imported only when exporting
-    @staticmethod
-    def module(transformer: Any) -> Any:
-        import torch
+def _pooled_module(transformer: Any, normalize: bool) -> Any:
+    import torch
 
-        class Pooled(torch.nn.Module):
-            """Transformer → masked mean pooling → L2 normalisation (all-MiniLM's head)."""
+    class Pooled(torch.nn.Module):
+        """Transformer → masked mean pooling → (optional) L2 normalisation."""
 
-            def __init__(self) -> None:
-                super().__init__()
-                self.t = transformer
+        def __init__(self) -> None:
+            super().__init__()
+            self.t = transformer
 
-            def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-                h = self.t(input_ids=ids, attention_mask=mask).last_hidden_state
-                m = mask.unsqueeze(-1).to(h.dtype)
-                v = (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
-                return torch.nn.functional.normalize(v, dim=1)
+        def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+            h = self.t(input_ids=ids, attention_mask=mask).last_hidden_state
+            m = mask.unsqueeze(-1).to(h.dtype)
+            v = (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
+            return torch.nn.functional.normalize(v, dim=1) if normalize else v
 
-        return Pooled().eval()
+    return Pooled().eval()
 
 
-def cache_path(model_dir: str, cache_dir: Path) -> Path:
-    """One file per model folder and weights (their size and mtime) and opset."""
-    h = hashlib.sha256(f"{Path(model_dir).resolve()}|{OPSET}".encode())
+def files_key(model_dir: str) -> str:
+    """A model folder's identity: its path and weight files (size, mtime)."""
+    h = hashlib.sha256(str(Path(model_dir).resolve()).encode())
     for f in sorted(Path(model_dir).glob("*.safetensors")) + sorted(Path(model_dir).glob("*.bin")):
         st = f.stat()
         h.update(f"{f.name}:{st.st_size}:{int(st.st_mtime)}".encode())
-    return cache_dir / f"{Path(model_dir).name}-{h.hexdigest()[:12]}.onnx"
+    return h.hexdigest()[:16]
 
 
-def export(st_model: Any, path: Path) -> Path:
-    """Export the pooled transformer of a SentenceTransformer; atomic (tmp file + rename)."""
+def weights_key(module: Any) -> str:
+    """A module's identity: a hash of its weights (fine-tuned models have no folder)."""
+    h = hashlib.sha256()
+    for name, t in sorted(module.state_dict().items()):
+        h.update(name.encode())
+        h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def export(transformer: Any, tokenizer: Any, path: Path, normalize: bool) -> Path:
+    """Export the pooled transformer; atomic (a temporary file renamed into place)."""
     import torch
 
-    net = _Pooled.module(st_model[0].auto_model)
-    batch = st_model.tokenizer(["an example query"], return_tensors="pt")
+    net = _pooled_module(transformer, normalize)
+    batch = tokenizer(["an example query"], return_tensors="pt")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(suffix=".onnx", dir=path.parent)
     os.close(fd)
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")  # tracer notices about the attention mask code
-        torch.onnx.export(
-            net,
-            (batch["input_ids"], batch["attention_mask"]),
-            tmp,
-            input_names=["ids", "mask"],
-            output_names=["emb"],
-            dynamic_axes={"ids": {0: "b", 1: "s"}, "mask": {0: "b", 1: "s"}, "emb": {0: "b"}},
-            opset_version=OPSET,
-            dynamo=False,
-        )
-    os.replace(tmp, path)
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")  # tracer notices about the attention mask code
+            torch.onnx.export(
+                net,
+                (batch["input_ids"], batch["attention_mask"]),
+                tmp,
+                input_names=["ids", "mask"],
+                output_names=["emb"],
+                dynamic_axes={
+                    "ids": {0: "b", 1: "s"},
+                    "mask": {0: "b", 1: "s"},
+                    "emb": {0: "b"},
+                },
+                opset_version=OPSET,
+                dynamo=False,
+            )
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
     return path
 
 
-class OnnxPooledEncoder:
-    """`run(texts)` → normalised float32 embeddings, tokenised by the model's own tokenizer."""
+class OnnxPooled:
+    """`run(texts)` → pooled float32 vectors from an exported transformer, tokenised by the
+    model's own tokenizer. Exported on first use into `cache_dir/<name>-<key>.onnx`."""
 
-    def __init__(self, st_model: Any, model_dir: str, cache_dir: Path, threads: int) -> None:
+    def __init__(
+        self,
+        transformer: Any,
+        tokenizer: Any,
+        name: str,
+        key: str,
+        cache_dir: Path,
+        threads: int,
+        max_length: int,
+        normalize: bool = True,
+    ) -> None:
         import onnxruntime as ort
 
-        path = cache_path(model_dir, cache_dir)
+        path = cache_dir / f"{name}-{key}-{int(normalize)}-o{OPSET}.onnx"
         if not path.is_file():
-            export(st_model, path)
+            export(transformer, tokenizer, path, normalize)
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
         self.session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-        self.tokenizer = st_model.tokenizer
-        self.max_length = int(st_model.max_seq_length)
-        self.path = path
+        self.tokenizer, self.max_length, self.path = tokenizer, max_length, path
 
     def run(self, texts: list[str]) -> np.ndarray:
         b = self.tokenizer(
@@ -102,3 +126,19 @@ class OnnxPooledEncoder:
             "mask": b["attention_mask"].astype(np.int64),
         }
         return np.asarray(self.session.run(None, feeds)[0], dtype=np.float32)
+
+
+def for_sentence_transformer(
+    st_model: Any, model_dir: str, cache_dir: Path, threads: int
+) -> OnnxPooled:
+    """A mean-pooled, normalised sentence-transformers model (all-MiniLM's shape)."""
+    return OnnxPooled(
+        st_model[0].auto_model,
+        st_model.tokenizer,
+        Path(model_dir).name,
+        files_key(model_dir),
+        cache_dir,
+        threads,
+        int(st_model.max_seq_length),
+        normalize=True,
+    )

@@ -92,8 +92,6 @@ def train_and_register(
                 "best_step": result.history.best_step,
             }
         )
-        if result.history.float_tau is not None:  # quantised: τ* searched again
-            mlflow.log_metric("tau_star_float", result.history.float_tau)
         with tempfile.TemporaryDirectory() as tmp:
             t = Path(tmp)
             mlflow.log_artifact(

@@ -27,7 +27,9 @@ def backbone_path(name: str) -> str:
 
 
 class TransformerRouter(nn.Module):
-    def __init__(self, backbone: str = "minilm", n_features: int = 0) -> None:
+    def __init__(
+        self, backbone: str = "minilm", n_features: int = 0, normalize: bool = False
+    ) -> None:
         super().__init__()
         from transformers import AutoModel
 
@@ -39,6 +41,7 @@ class TransformerRouter(nn.Module):
             ) from None
         self.encoder.train()  # from_pretrained returns eval mode; fine-tuning wants dropout
         self.head = nn.Linear(self.encoder.config.hidden_size + n_features, 2)
+        self.normalize = normalize
 
     def forward(
         self,
@@ -49,11 +52,13 @@ class TransformerRouter(nn.Module):
         out = self.encoder(input_ids=input_ids, attention_mask=attention_mask)
         mask = attention_mask.unsqueeze(-1).to(out.last_hidden_state.dtype)
         h = (out.last_hidden_state * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-        import os
+        if self.normalize:  # the sentence embedding's scale: the head starts where
+            h = nn.functional.normalize(h, dim=1)  # a head over frozen embeddings would
+        return self.probs(h, features)
 
-        if os.environ.get("R2A_NORM"):
-            h = torch.nn.functional.normalize(h, dim=1)
-        return torch.sigmoid(self.head(_with(h, features)))  # [p_dense, p_graph]
+    def probs(self, pooled: torch.Tensor, features: torch.Tensor | None = None) -> torch.Tensor:
+        """The head over a pooled query (what an exported encoder returns)."""
+        return torch.sigmoid(self.head(_with(pooled, features)))  # [p_dense, p_graph]
 
 
 class EmbeddingRouter(nn.Module):

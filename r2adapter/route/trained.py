@@ -5,9 +5,10 @@ Saved as a folder (config.json + weights) that the MLflow model wraps."""
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,8 @@ from r2adapter.errors import R2AError
 from r2adapter.route.base import Router
 from r2adapter.route.evidence import DenseEvidence, n_features
 from r2adapter.route.model import EmbeddingRouter, TransformerRouter, backbone_path
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -30,23 +33,33 @@ class RouterConfig:
     encoder: str = "all-MiniLM-L6-v2"  # the retrieval encoder an embedding router reads
     features: tuple[str, ...] = ()  # dense-evidence features (r2adapter.route.evidence)
     corpus: str = ""  # the dataset trained on: the features' corpus unless bound to another
-    quantize: str = ""  # "int8": dynamic int8 quantisation of the transformer at inference
+    runtime: str = "torch"  # "onnx": the transformer runs in ONNX Runtime at inference
+    normalize: bool = False  # L2-normalise the pooled transformer output before the head
 
 
 def build_net(cfg: RouterConfig) -> torch.nn.Module:
     nf = n_features(cfg.features)
     if cfg.backbone == "embedding":
         return EmbeddingRouter(cfg.dim, cfg.hidden, n_features=nf)
-    return TransformerRouter(cfg.backbone, n_features=nf)
+    return TransformerRouter(cfg.backbone, n_features=nf, normalize=cfg.normalize)
 
 
-def quantize_int8(net: torch.nn.Module) -> torch.nn.Module:
-    """Dynamic int8 quantisation of the Linear layers (about 2× faster on CPU)."""
-    import warnings
+def onnx_pooled(net: TransformerRouter, tokenizer: object, max_length: int) -> object:
+    """The router's fine-tuned encoder exported to ONNX Runtime (same scores, ~3× faster for
+    one query on 2 cores); cached by a hash of its weights."""
+    from r2adapter.config import settings
+    from r2adapter.index.onnx_encoder import OnnxPooled, weights_key
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # torch.ao's deprecation notice (moving to torchao)
-        return torch.ao.quantization.quantize_dynamic(net, {torch.nn.Linear}, dtype=torch.qint8)
+    return OnnxPooled(
+        net.encoder,
+        tokenizer,
+        "router",
+        weights_key(net.encoder),
+        settings().root / ".cache" / "onnx",
+        torch.get_num_threads(),
+        max_length,
+        normalize=net.normalize,
+    )
 
 
 class TrainedRouter(Router):
@@ -55,19 +68,22 @@ class TrainedRouter(Router):
         self.name = "r2a_embed" if cfg.backbone == "embedding" else "r2a"
         self.tau = cfg.tau
         self.epsilon = cfg.epsilon
-        self.float_net = net.eval()  # what is saved; `net` is what scores
-        self.net = (
-            quantize_int8(self.float_net)
-            if cfg.quantize == "int8" and cfg.backbone != "embedding"
-            else self.float_net
-        )
+        self.net = net.eval()
         self._tokenizer = None
         self._lock = threading.Lock()
         self._evidence: DenseEvidence | None = None
+        self._onnx = None
+        self.runtime = "torch"
         if cfg.backbone != "embedding":
             from transformers import AutoTokenizer
 
             self._tokenizer = AutoTokenizer.from_pretrained(backbone_path(cfg.backbone))
+            if cfg.runtime == "onnx" and not next(net.parameters()).is_cuda:
+                try:
+                    self._onnx = onnx_pooled(net, self._tokenizer, cfg.max_length)  # type: ignore[arg-type]
+                    self.runtime = "onnx"
+                except Exception as e:  # no onnxruntime, an export the model refuses
+                    log.warning("router stays on torch: %s", str(e).splitlines()[0])
 
     @property
     def uses_embedding(self) -> bool:
@@ -108,6 +124,10 @@ class TrainedRouter(Router):
             emb = torch.from_numpy(np.asarray(qvecs, dtype=np.float32))
             probs = self.net(emb, feats).numpy()
             return probs[:, 0].astype(np.float64), probs[:, 1].astype(np.float64)
+        if self._onnx is not None:
+            pooled = torch.from_numpy(self._onnx.run(list(queries)))  # type: ignore[attr-defined]
+            probs = self.net.probs(pooled, feats).numpy()  # type: ignore[operator]
+            return probs[:, 0].astype(np.float64), probs[:, 1].astype(np.float64)
         assert self._tokenizer is not None
         with self._lock:  # the fast tokenizer is not safe to share across threads either
             batch = self._tokenizer(
@@ -123,12 +143,16 @@ class TrainedRouter(Router):
     def save(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "config.json").write_text(json.dumps(asdict(self.cfg), indent=2))
-        torch.save(self.float_net.state_dict(), folder / "weights.pt")
+        torch.save(self.net.state_dict(), folder / "weights.pt")
 
     @classmethod
     def load(cls, folder: Path) -> TrainedRouter:
         try:
             raw = json.loads((folder / "config.json").read_text())
+            known = {f.name for f in fields(RouterConfig)}
+            if set(raw) - known:  # a runtime setting of an older version (e.g. quantize)
+                log.warning("router %s: ignoring %s", folder, sorted(set(raw) - known))
+            raw = {k: v for k, v in raw.items() if k in known}
             cfg = RouterConfig(**{**raw, "features": tuple(raw.get("features", ()))})
             net = build_net(cfg)
             net.load_state_dict(torch.load(folder / "weights.pt", map_location="cpu"))

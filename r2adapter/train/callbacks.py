@@ -25,7 +25,6 @@ class SearchHistory:
     best_step: int = -1
     best_tau: float = 0.0
     best_score: float = -1.0
-    float_tau: float | None = None  # τ* of the float model when the served one is quantised
 
 
 class PeriodicThresholdSearch(L.Callback):

@@ -9,13 +9,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import lightning as L
-import numpy as np
 
 from r2adapter.config import RouterParams
 from r2adapter.errors import R2AError
 from r2adapter.label.annotate import LabelRecord
 from r2adapter.route.evidence import DenseEvidence
-from r2adapter.route.threshold import search_threshold
 from r2adapter.route.trained import RouterConfig, TrainedRouter, build_net
 from r2adapter.train.callbacks import PeriodicThresholdSearch, SearchHistory
 from r2adapter.train.data import RouterDataModule
@@ -54,7 +52,8 @@ def train_router(
         encoder=enc.name if enc else "all-MiniLM-L6-v2",
         features=tuple(p.features),
         corpus=dataset,
-        quantize=p.quantize,
+        runtime=p.runtime,
+        normalize=p.normalize,
     )
     evidence = DenseEvidence(dataset, p.features) if p.features else None
     dm = RouterDataModule(
@@ -76,7 +75,7 @@ def train_router(
         weight_decay=p.weight_decay,
     )
     search = PeriodicThresholdSearch(
-        p.eval_every_n_steps, p.tau_min, p.tau_max, p.tau_step, p.max_graph_usage
+        p.eval_every_n_steps, p.tau_min, p.tau_max, p.tau_step, p.search_usage
     )
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     trainer = L.Trainer(
@@ -99,27 +98,8 @@ def train_router(
         trainer.fit(module, datamodule=dm)
     best = RouterConfig(**{**cfg.__dict__, "tau": search.history.best_tau})
     router = TrainedRouter(best, module.net.cpu())
-    if cfg.quantize:
-        router = _requantised_tau(router, dm.splits["val"], p, search.history, dataset)
+    if dataset:
+        router.bind(dataset)
     return TrainResult(
         router, search.history, trainer.global_step, str(trainer.accelerator.__class__.__name__)
     )
-
-
-def _requantised_tau(
-    router: TrainedRouter,
-    val: list[LabelRecord],
-    p: RouterParams,
-    history: SearchHistory,
-    dataset: str,
-) -> TrainedRouter:
-    """The served model is quantised: search τ* again, on its own validation scores."""
-    if dataset:
-        router.bind(dataset)
-    p_d, p_g = router.score([r.question for r in val])
-    truth = np.array([r.preference == "graph" for r in val])
-    s = search_threshold(p_d, p_g, truth, p.tau_min, p.tau_max, p.tau_step, p.max_graph_usage)
-    history.float_tau, history.best_tau = history.best_tau, s.best_tau
-    router.cfg = RouterConfig(**{**router.cfg.__dict__, "tau": s.best_tau})
-    router.tau = s.best_tau
-    return router
