@@ -81,6 +81,11 @@ class TrainedRouter(Router):
             if cfg.runtime == "onnx" and not next(net.parameters()).is_cuda:
                 try:
                     self._onnx = onnx_pooled(net, self._tokenizer, cfg.max_length)  # type: ignore[arg-type]
+                    head = net.head  # type: ignore[union-attr]
+                    self._head = (
+                        head.weight.detach().double().numpy(),
+                        head.bias.detach().double().numpy(),
+                    )
                     self.runtime = "onnx"
                 except Exception as e:  # no onnxruntime, an export the model refuses
                     log.warning("router stays on torch: %s", str(e).splitlines()[0])
@@ -124,10 +129,12 @@ class TrainedRouter(Router):
             emb = torch.from_numpy(np.asarray(qvecs, dtype=np.float32))
             probs = self.net(emb, feats).numpy()
             return probs[:, 0].astype(np.float64), probs[:, 1].astype(np.float64)
-        if self._onnx is not None:
-            pooled = torch.from_numpy(self._onnx.run(list(queries)))  # type: ignore[attr-defined]
-            probs = self.net.probs(pooled, feats).numpy()  # type: ignore[operator]
-            return probs[:, 0].astype(np.float64), probs[:, 1].astype(np.float64)
+        if self._onnx is not None:  # the head in numpy: no torch thread pool per query
+            pooled = self._onnx.run(list(queries))  # type: ignore[attr-defined]
+            x = pooled if feats is None else np.hstack([pooled, feats.numpy()])
+            w, b = self._head
+            probs = 1.0 / (1.0 + np.exp(-(x.astype(np.float64) @ w.T + b)))
+            return probs[:, 0], probs[:, 1]
         assert self._tokenizer is not None
         with self._lock:  # the fast tokenizer is not safe to share across threads either
             batch = self._tokenizer(
