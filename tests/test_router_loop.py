@@ -53,15 +53,6 @@ def test_label_train_register_promote(mini: dict[str, str]) -> None:
     )
     assert any("LLM-router skipped" in n for n in report["notes"])
 
-    # what params.yaml asks for is what was registered: dense evidence, r2a on ONNX
-    from r2adapter.registry.models import load_router
-
-    r2a, _ = load_router("r2a", "champion")
-    assert r2a.cfg.features == ("title_cover",) and r2a.cfg.corpus == "musmini"
-    assert r2a.cfg.runtime == "onnx" and r2a.runtime == "onnx"
-    p_d, p_g = r2a.score(["Who is the father of the director of film X?"])
-    assert 0 <= p_d[0] <= 1 and 0 <= p_g[0] <= 1
-
     r = run_cli(["models", "--json"], env)
     models = json.loads(r.stdout)
     champions = {m["router"] for m in models if "champion" in m["aliases"]}
@@ -122,3 +113,24 @@ def test_bad_inputs_one_line(mini: dict[str, str], tmp_path: Path) -> None:
     r = run_cli(["promote"], fresh)
     assert r.returncode == 1 and "no candidate" in r.stderr
     assert os.environ.get("R2A_DATABASE_URL") is None
+
+
+def test_router_with_dense_evidence_on_onnx(mini: dict[str, str]) -> None:
+    """What params.yaml asks of the pipeline's r2a: dense evidence, served on ONNX Runtime."""
+    from r2adapter.registry.models import alias_version, load_router
+    from r2adapter.registry.register import train_and_register
+
+    champion = alias_version("r2a", "champion")
+    p = router_params("minilm", features=("title_cover",), runtime="onnx", normalize=True, epochs=1)
+    train_and_register("musmini", p, progress=False)
+    r2a, _ = load_router("r2a", "candidate")
+    assert r2a.cfg.features == ("title_cover",) and r2a.cfg.corpus == "musmini"
+    assert r2a.cfg.runtime == "onnx" and r2a.runtime == "onnx" and r2a.uses_embedding
+    qs = ["Who is the father of the director of film X?", "Where was Ada born?"]
+    p_d, p_g = r2a.score(qs)  # reads the musmini index for its features
+    assert ((0 <= p_d) & (p_d <= 1) & (0 <= p_g) & (p_g <= 1)).all()
+    torch_twin = type(r2a)(type(r2a.cfg)(**{**r2a.cfg.__dict__, "runtime": "torch"}), r2a.net)
+    t_d, t_g = torch_twin.score(qs)
+    assert abs(t_g - p_g).max() < 1e-5 and abs(t_d - p_d).max() < 1e-5
+    now = alias_version("r2a", "champion")  # training alone never moves the champion
+    assert champion is not None and now is not None and now.version == champion.version
