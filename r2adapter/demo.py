@@ -46,9 +46,13 @@ def stop(proc: subprocess.Popen[bytes], grace: float = 30) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-def pick_examples(url: str, questions: list[str], limit: int = 200) -> dict[str, str]:
-    """First question routed to each of: dense, graph, graph with rewriting."""
+def pick_examples(
+    url: str, questions: list[str], limit: int = 400
+) -> tuple[dict[str, str], tuple[float, str] | None]:
+    """First question routed to each of: dense, graph, graph with rewriting; and the
+    graph-routed question the router was least sure of (lowest p_graph)."""
     found: dict[str, str] = {}
+    least: tuple[float, str] | None = None
     for q in questions[:limit]:
         r = httpx.post(f"{url}/route", json={"query": q}, timeout=30).json()
         kind = (
@@ -57,9 +61,28 @@ def pick_examples(url: str, questions: list[str], limit: int = 200) -> dict[str,
             else ("graph rewritten" if r["rewrite"] else "graph")
         )
         found.setdefault(kind, q)
+        if r["decision"] == "graph" and (least is None or r["p_graph"] < least[0]):
+            least = (float(r["p_graph"]), q)
         if len(found) == 3:
             break
-    return found
+    return found, least
+
+
+def show_rewrite(url: str, least: tuple[float, str] | None, limit: int) -> None:
+    """No question reached the rewriter: show what it does with the least sure one."""
+    if least is None:
+        print(f"\n[graph rewritten] no question among the first {limit} was routed to graph")
+        return
+    p_graph, q = least
+    r = httpx.post(f"{url}/rewrite", json={"query": q}, timeout=120).json()
+    print(
+        f"\n[graph rewritten] none of the first {limit} questions routed to graph had "
+        f"p_graph < ε; the least sure ({p_graph:.3f}) through /rewrite:\n  {q}"
+    )
+    if r.get("ok"):
+        print("  q' = " + r["rewritten"].replace("\n", " | ") + f"  ({r['ms']:.0f} ms)")
+    else:
+        print(f"  fell back to q: {r.get('fallback')} ({r.get('ms', 0):.0f} ms)")
 
 
 def demo(dataset: str, questions: list[str], log_path: Path, timeout: float = 300) -> int:
@@ -79,11 +102,15 @@ def demo(dataset: str, questions: list[str], log_path: Path, timeout: float = 30
         wait_ready(url, proc, timeout)
         info = httpx.post(f"{url}/info", json={}, timeout=10).json()
         print(f"router {info['router']} v{info['router_version']} ready")
-        examples = pick_examples(url, questions)
+        limit = 400
+        examples, least = pick_examples(url, questions, limit)
         for kind in ("dense", "graph", "graph rewritten"):
             q = examples.get(kind)
+            if q is None and kind == "graph rewritten":
+                show_rewrite(url, least, limit)
+                continue
             if q is None:
-                print(f"\n[{kind}] no question among the first 200 was routed here")
+                print(f"\n[{kind}] no question among the first {limit} was routed here")
                 continue
             r = httpx.post(
                 f"{url}/retrieve", json={"query": q, "mode": "auto", "top_k": 5}, timeout=120
