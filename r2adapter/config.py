@@ -55,7 +55,7 @@ class EncoderParams:
     model: str = os.environ.get("R2A_ENCODER", "minilm")
     batch_size: int = 64
     max_seq_length: int = 256
-    # "onnx": the transformer runs in ONNX Runtime on CPU (same embeddings, ~3× faster for
+    # "onnx": the transformer runs in ONNX Runtime on CPU (same embeddings, ~2× faster for
     # one query); "torch": sentence-transformers as loaded. GPUs always use torch.
     backend: str = os.environ.get("R2A_ENCODER_BACKEND", "onnx")
 
@@ -116,7 +116,7 @@ class RouterParams:
     usage_margin: float = 0.0  # τ* is searched under max_graph_usage − this margin: the
     # validation split is small (78 queries on 2Wiki: a usage estimate's standard error ≈ .06)
     runtime: str = "torch"  # "onnx": the fine-tuned transformer runs in ONNX Runtime at
-    # inference (the same scores, about 3× faster for one query on CPU)
+    # inference (the same scores, about 2× faster for one query on CPU)
 
     @property
     def search_usage(self) -> float:

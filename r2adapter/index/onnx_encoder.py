@@ -1,6 +1,7 @@
 """The sentence encoder's transformer run by ONNX Runtime: the same embeddings (max
-difference about 1e-7, so an index built either way serves either way) at about a third of
-PyTorch's time for one short query on 2 CPU cores (`benchmarks/bench_dense.py`).
+difference about 1e-7, so an index built either way serves either way) in less than half
+PyTorch's time for one short query on 2 CPU cores (5.1 vs 11.9 ms); batches of long
+passages gain nothing (about 55 passages/s either way).
 
 The model is exported once, from the loaded model, into `<root>/.cache/onnx/` and reused;
 a failed export or a missing onnxruntime leaves the PyTorch path in charge (the caller logs

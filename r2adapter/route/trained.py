@@ -45,7 +45,7 @@ def build_net(cfg: RouterConfig) -> torch.nn.Module:
 
 
 def onnx_pooled(net: TransformerRouter, tokenizer: object, max_length: int) -> object:
-    """The router's fine-tuned encoder exported to ONNX Runtime (same scores, ~3× faster for
+    """The router's fine-tuned encoder exported to ONNX Runtime (same scores, ~2× faster for
     one query on 2 cores); cached by a hash of its weights."""
     from r2adapter.config import settings
     from r2adapter.index.onnx_encoder import OnnxPooled, weights_key
