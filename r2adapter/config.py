@@ -113,6 +113,7 @@ class RouterParams:
     # query (r2adapter.route.evidence: "title_cover"); () is the paper's router
     head_lr: float = 0.0  # lr of the new head when > 0 (a fine-tuned encoder's lr is tiny)
     normalize: bool = False  # L2-normalise the fine-tuned encoder's pooled output
+    num_layers: int = 0  # keep only the encoder's lower layers (0: all; the paper's model)
     usage_margin: float = 0.0  # τ* is searched under max_graph_usage − this margin: the
     # validation split is small (78 queries on 2Wiki: a usage estimate's standard error ≈ .06)
     runtime: str = "torch"  # "onnx": the fine-tuned transformer runs in ONNX Runtime at

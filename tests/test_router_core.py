@@ -201,3 +201,14 @@ def test_routers_read_features_and_onnx_scores_equal_torch() -> None:
     # a query's score does not depend on the batch it came in (padding is masked)
     alone = on_onnx.score(qs[:1])[1][0]
     assert abs(alone - on_onnx.score(qs)[1][0]) < 1e-5
+
+
+def test_transformer_router_keeps_the_lower_layers() -> None:
+    from r2adapter.route.model import TransformerRouter
+
+    t = TransformerRouter("minilm", num_layers=3)
+    assert len(t.encoder.encoder.layer) == 3 and t.encoder.config.num_hidden_layers == 3
+    ids = torch.tensor([[101, 2040, 102]])
+    assert t.eval()(ids, torch.ones_like(ids)).shape == (1, 2)
+    with pytest.raises(R2AError, match="num_layers must be in 1..6"):
+        TransformerRouter("minilm", num_layers=9)

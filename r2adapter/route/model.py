@@ -28,7 +28,11 @@ def backbone_path(name: str) -> str:
 
 class TransformerRouter(nn.Module):
     def __init__(
-        self, backbone: str = "minilm", n_features: int = 0, normalize: bool = False
+        self,
+        backbone: str = "minilm",
+        n_features: int = 0,
+        normalize: bool = False,
+        num_layers: int = 0,
     ) -> None:
         super().__init__()
         from transformers import AutoModel
@@ -39,6 +43,12 @@ class TransformerRouter(nn.Module):
             raise R2AError(
                 f"cannot load router backbone '{backbone}': {str(e).splitlines()[0]}"
             ) from None
+        if num_layers:  # keep the lower layers only: a cheaper router (0: all of them)
+            layers = self.encoder.encoder.layer
+            if not 0 < num_layers <= len(layers):
+                raise R2AError(f"num_layers must be in 1..{len(layers)}, not {num_layers}")
+            self.encoder.encoder.layer = layers[:num_layers]
+            self.encoder.config.num_hidden_layers = num_layers
         self.encoder.train()  # from_pretrained returns eval mode; fine-tuning wants dropout
         self.head = nn.Linear(self.encoder.config.hidden_size + n_features, 2)
         self.normalize = normalize

@@ -35,13 +35,16 @@ class RouterConfig:
     corpus: str = ""  # the dataset trained on: the features' corpus unless bound to another
     runtime: str = "torch"  # "onnx": the transformer runs in ONNX Runtime at inference
     normalize: bool = False  # L2-normalise the pooled transformer output before the head
+    num_layers: int = 0  # the transformer's lower layers kept (0: all)
 
 
 def build_net(cfg: RouterConfig) -> torch.nn.Module:
     nf = n_features(cfg.features)
     if cfg.backbone == "embedding":
         return EmbeddingRouter(cfg.dim, cfg.hidden, n_features=nf)
-    return TransformerRouter(cfg.backbone, n_features=nf, normalize=cfg.normalize)
+    return TransformerRouter(
+        cfg.backbone, n_features=nf, normalize=cfg.normalize, num_layers=cfg.num_layers
+    )
 
 
 def onnx_pooled(net: TransformerRouter, tokenizer: object, max_length: int) -> object:

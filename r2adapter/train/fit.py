@@ -54,6 +54,7 @@ def train_router(
         corpus=dataset,
         runtime=p.runtime,
         normalize=p.normalize,
+        num_layers=p.num_layers,
     )
     evidence = DenseEvidence(dataset, p.features) if p.features else None
     dm = RouterDataModule(
