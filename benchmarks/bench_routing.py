@@ -100,7 +100,8 @@ def latency_block(questions: list[str], reps: int, dataset: str) -> dict[str, An
 
     r2a, _ = load_router("r2a", "champion")
     emb, _ = load_router("r2a_embed", "champion")
-    r2a.bind(dataset), emb.bind(dataset)
+    r2a.bind(dataset)
+    emb.bind(dataset)
     # the same weights on torch, for comparison
     f32 = TrainedRouter(RouterConfig(**{**r2a.cfg.__dict__, "runtime": "torch"}), r2a.net)
     f32.bind(dataset)

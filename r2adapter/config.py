@@ -170,6 +170,9 @@ def router_params(backbone: str | None = None, **overrides: object) -> RouterPar
     if "features" in merged:
         merged["features"] = tuple(merged["features"] or ())  # type: ignore[arg-type]
     p = replace(base, **merged)  # type: ignore[arg-type]
+    from r2adapter.route.evidence import n_features
+
+    n_features(p.features)  # unknown feature names: one line now, not after loading data
     if p.runtime not in ("torch", "onnx"):
         raise R2AError(f"runtime must be 'torch' or 'onnx', not {p.runtime!r}")
     if p.epochs < 1:

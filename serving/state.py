@@ -139,14 +139,9 @@ class ServingState:
         return llm_answerer(self.llm()) if self.llm() is not None else None
 
     def database_ok(self) -> bool:
-        from r2adapter.store.db import connection
+        from r2adapter.store.db import ping
 
-        try:
-            with connection() as conn:
-                conn.execute("SELECT 1")
-            return True
-        except (DatabaseError, R2AError):
-            return False
+        return ping()
 
     def ready(self) -> bool:
         return self.champion is not None and self.database_ok()

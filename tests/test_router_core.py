@@ -120,6 +120,11 @@ def test_router_params_validation() -> None:
         router_params(tau_step=0)
     with pytest.raises(R2AError, match="max_graph_usage"):
         router_params(max_graph_usage=0)
+    with pytest.raises(R2AError, match="unknown routing feature"):
+        router_params(features=["title_cover", "bogus"])
+    with pytest.raises(R2AError, match="runtime must be"):
+        router_params(runtime="tensorrt")
+    assert router_params(features=["title_cover"]).features == ("title_cover",)
 
 
 def test_promotion_gate() -> None:
@@ -212,3 +217,14 @@ def test_transformer_router_keeps_the_lower_layers() -> None:
     assert t.eval()(ids, torch.ones_like(ids)).shape == (1, 2)
     with pytest.raises(R2AError, match="num_layers must be in 1..6"):
         TransformerRouter("minilm", num_layers=9)
+
+
+def test_malformed_router_folder_is_one_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from r2adapter.route.trained import TrainedRouter
+
+    (tmp_path / "config.json").write_text("[1, 2]")
+    with pytest.raises(R2AError, match="not a saved router"):
+        TrainedRouter.load(tmp_path)
+    (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(R2AError, match="not a saved router"):
+        TrainedRouter.load(tmp_path)

@@ -133,7 +133,8 @@ class TrainedRouter(Router):
             probs = self.net(emb, feats).numpy()
             return probs[:, 0].astype(np.float64), probs[:, 1].astype(np.float64)
         if self._onnx is not None:  # the head in numpy: no torch thread pool per query
-            pooled = self._onnx.run(list(queries))  # type: ignore[attr-defined]
+            with self._lock:  # the tokenizer inside is shared across service threads
+                pooled = self._onnx.run(list(queries))  # type: ignore[attr-defined]
             x = pooled if feats is None else np.hstack([pooled, feats.numpy()])
             w, b = self._head
             probs = 1.0 / (1.0 + np.exp(-(x.astype(np.float64) @ w.T + b)))
@@ -166,6 +167,6 @@ class TrainedRouter(Router):
             cfg = RouterConfig(**{**raw, "features": tuple(raw.get("features", ()))})
             net = build_net(cfg)
             net.load_state_dict(torch.load(folder / "weights.pt", map_location="cpu"))
-        except (OSError, json.JSONDecodeError, TypeError, RuntimeError) as e:
+        except (OSError, json.JSONDecodeError, TypeError, AttributeError, RuntimeError) as e:
             raise R2AError(f"{folder}: not a saved router ({str(e).splitlines()[0]})") from None
         return cls(cfg, net)

@@ -85,6 +85,17 @@ def close_pool() -> None:
             _pool = None
 
 
+def ping(timeout_s: int = 2) -> bool:
+    """Whether the database answers within `timeout_s`, on a connection of its own: a
+    readiness probe must not wait out the pool's 5 s when the server is down."""
+    try:
+        with psycopg.connect(database_url(), connect_timeout=timeout_s) as conn:
+            conn.execute("SELECT 1")
+        return True
+    except psycopg.Error:
+        return False
+
+
 @contextmanager
 def connection() -> Iterator[psycopg.Connection]:
     """A pooled connection; the block is one transaction (commit on success, else rollback)."""

@@ -98,9 +98,7 @@ def train_router(
         warnings.filterwarnings("ignore", ".*smaller than the logging interval.*")
         trainer.fit(module, datamodule=dm)
     best = RouterConfig(**{**cfg.__dict__, "tau": search.history.best_tau})
-    router = TrainedRouter(best, module.net.cpu())
-    if dataset:
-        router.bind(dataset)
+    router = TrainedRouter(best, module.net.cpu())  # its features read cfg.corpus
     return TrainResult(
         router, search.history, trainer.global_step, str(trainer.accelerator.__class__.__name__)
     )
