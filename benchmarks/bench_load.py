@@ -4,6 +4,7 @@ Phases, each bounded in time (--duration) and in request count (--max-requests),
 --clients concurrent clients (asyncio + one httpx.AsyncClient, keep-alive) replaying the
 7,405 HotpotQA dev questions in order, each client taking the next question:
 
+  0. GET /healthz: the HTTP stack's floor on these cores, no model work;
   1. POST /route with adaptive batching (the default service);
   2. POST /retrieve, mode auto, top_k 5 (same service: routing, rewriting when the router
      sends a query to graph with p_graph < ε, retrieval);
@@ -215,6 +216,7 @@ async def run_load(
     desc: str = "",
     keep_bodies: bool = False,
     transport: httpx.AsyncBaseTransport | None = None,
+    method: str = "POST",
 ) -> PhaseResult:
     """`clients` workers post the next body until `duration_s` has passed or `max_requests`
     have been started. A request in flight at the deadline is allowed to finish (each has
@@ -235,7 +237,7 @@ async def run_load(
             started += 1
             t0 = time.perf_counter()
             try:
-                r = await client.post(path, json=body)
+                r = await (client.post(path, json=body) if method == "POST" else client.get(path))
             except (httpx.HTTPError, OSError) as e:
                 res.error(type(e).__name__, str(e) or type(e).__name__)
                 await asyncio.sleep(0.05)  # a dead server must not turn this into a busy loop
@@ -243,6 +245,9 @@ async def run_load(
             ms = (time.perf_counter() - t0) * 1000
             if r.status_code != 200:
                 res.error(f"status_{r.status_code}", r.text)
+                continue
+            if method != "POST":  # a probe (GET /healthz): the status is the answer
+                res.latencies_ms.append(ms)
                 continue
             try:
                 data = r.json()
@@ -498,6 +503,27 @@ def load_phase(
     return out, res.bodies
 
 
+def http_floor(svc: Service, args: argparse.Namespace) -> dict[str, Any]:
+    """GET /healthz under the same clients: what the HTTP stack, the event loop and the
+    load generator cost on these cores with no model work, a floor under /route's p50."""
+    res, load = timed_phase(
+        lambda: run_load(
+            svc.url,
+            "/healthz",
+            cycle([{}]),
+            clients=args.clients,
+            duration_s=args.duration,
+            max_requests=args.max_requests,
+            timeout_s=args.timeout,
+            check=lambda body: True,
+            alive=svc.alive,
+            desc="/healthz floor",
+            method="GET",
+        )
+    )
+    return {**res.summary(), **load, "clients": args.clients}
+
+
 def table(phases: dict[str, dict[str, Any]]) -> str:
     head = (
         f"{'phase':<22}{'clients':>8}{'req/s':>9}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}"
@@ -619,6 +645,7 @@ def main(argv: list[str] | None = None) -> int:
                 "warmup": warm,
             }
             phases = result["phases"]
+            phases["healthz_floor"] = http_floor(svc, args)
             phases["route_batching"], _ = load_phase(
                 svc, "/route", "decision", route_bodies, args, "/route batching"
             )
@@ -665,6 +692,7 @@ def main(argv: list[str] | None = None) -> int:
             "target": TARGET_ROUTE_P50_MS,
             "clients": args.clients,
             "batching": route_p50,
+            "healthz_floor": phases["healthz_floor"].get("p50_ms"),
             "no_batching": phases["route_no_batching"].get("p50_ms"),
             "met": route_p50 is not None and route_p50 <= TARGET_ROUTE_P50_MS,
             "met_without_batching": (phases["route_no_batching"].get("p50_ms") or 1e9)
@@ -698,7 +726,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"target /route p50 <= {TARGET_ROUTE_P50_MS:.0f} ms at {args.clients} clients: "
         f"batching {_ms(route_p50)} ({met(t['route_p50_ms']['met'])}), without "
-        f"{_ms(t['route_p50_ms']['no_batching'])}"
+        f"{_ms(t['route_p50_ms']['no_batching'])}; GET /healthz floor "
+        f"{_ms(t['route_p50_ms']['healthz_floor'])}"
     )
     print(
         f"target auto p50 <= {TARGET_AUTO_OVER_GRAPH} x graph p50: ratio "

@@ -8,6 +8,9 @@ saw; all its labelled queries), with the labels of the configured rule:
     SmolLM2 when no endpoint is set);
   - graph-class precision/recall/F1, graph usage, hybrid Recall@2/@5, PGR =
     (hybrid − best single) / (oracle − best single), from both retrievers' stored rankings;
+  - on held-out sets also `r2a_budget` and `r2a_embed_budget`: the same champions with τ
+    calibrated, without labels, so that 50% of the corpus's questions go to graph (the
+    validation τ* does not carry over: the score distribution moves between corpora);
   - the hybrid Recall@5 vs graph usage curve of each trained router over τ (plotted with
     the baselines as points, PNG next to the JSON, and logged to MLflow);
   - the LLM-router on the first --llm-queries queries of each set only (the local model
@@ -137,10 +140,19 @@ def latency_block(questions: list[str], reps: int, dataset: str) -> dict[str, An
 
 
 def evaluate_set(
-    dataset: str, split: str, rule: str, llm_queries: int, limit: int | None
+    dataset: str,
+    split: str,
+    rule: str,
+    llm_queries: int,
+    limit: int | None,
+    calibrate: float | None = None,
 ) -> dict[str, Any]:
+    """Every router on one labelled split. With `calibrate`, each trained router is also
+    run as `<name>_budget`: τ set so that this share of the corpus's questions goes to
+    graph (label-free, r2adapter.route.trained.TrainedRouter.calibrate)."""
     from r2adapter.errors import R2AError
     from r2adapter.evaluate.metrics import recall_at_k
+    from r2adapter.evaluate.retrieval import stored_queries
     from r2adapter.evaluate.routing import evaluate_routers, recovered_gain
     from r2adapter.index.encoder import get_encoder
     from r2adapter.label.annotate import db_labels
@@ -169,6 +181,16 @@ def evaluate_set(
     notes = []
     emb = get_encoder().encode(questions)
     results = evaluate_routers(routers, records, emb)
+    taus: dict[str, dict[str, float]] = {}
+    if calibrate is not None:
+        corpus = [q.question for q in stored_queries(dataset, complete_only=False)]
+        corpus_emb = get_encoder().encode(corpus)
+        for router in [r for r in routers if r.name in versions]:
+            tau_star = router.tau
+            tau = router.calibrate(corpus, calibrate, corpus_emb)  # type: ignore[attr-defined]
+            taus[router.name] = {"tau_star": tau_star, "tau_calibrated": tau}
+            results[f"{router.name}_budget"] = evaluate_routers([router], records, emb)[router.name]
+            router.tau = tau_star
     if llm_queries > 0:
         # the local model takes seconds a query: the LLM-router sees the first N queries only
         try:
@@ -197,7 +219,7 @@ def evaluate_set(
             curves[router.name] = hybrid_curve(np.asarray(p_g) - np.asarray(p_d), dense, graph)
     best_single = max(results["always_dense"]["recall@5"], results["always_graph"]["recall@5"])
     checks = {}
-    for name in versions:
+    for name in [n for v in versions for n in (v, f"{v}_budget") if n in results]:
         r = results[name]
         checks[name] = {
             "hybrid_recall@5": r["recall@5"],
@@ -211,7 +233,7 @@ def evaluate_set(
             # the best the router's ranking reaches inside the graph budget, τ free
             "best_recall@5_within_budget": max(
                 p["recall@5"]
-                for p in curves[name]
+                for p in curves[name.removesuffix("_budget")]
                 if p["graph_usage"] <= TARGETS["max_graph_usage"] + 1e-9
             ),
         }
@@ -224,6 +246,7 @@ def evaluate_set(
         "routers": results,
         "curves": curves,
         "checks": checks,
+        "calibration": {"usage": calibrate, "taus": taus} if calibrate is not None else None,
         "champion_versions": versions,
         "notes": notes,
     }
@@ -353,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
             ds = dataset_name(ds)
             if ds == train_ds:
                 die(f"'{ds}' is the training corpus, not a held-out dataset")
-            s = evaluate_set(ds, "all", rule, args.llm_queries, limit)
+            s = evaluate_set(ds, "all", rule, args.llm_queries, limit, TARGETS["max_graph_usage"])
             s["held_out"] = True
             payload["sets"][f"{ds}:all"] = s
             print("\n" + table(f"{ds}:all", s), flush=True)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 
 from r2adapter.config import pipeline_dataset
 from r2adapter.errors import R2AError
+from r2adapter.label.rules import RULES
 
 
 def _db(args: argparse.Namespace) -> int:
@@ -268,7 +269,7 @@ def _evaluate_routing(args: argparse.Namespace) -> int:
 
     from r2adapter import steps
 
-    r = steps.evaluate_routing(args.dataset, args.split, args.rule)
+    r = steps.evaluate_routing(args.dataset, args.split, args.rule, args.calibrate_usage)
     if args.json:
         print(json.dumps(r))
         return 0
@@ -467,13 +468,21 @@ def build_parser() -> argparse.ArgumentParser:
     eo = esub.add_parser("routing", help="routers side by side on a labelled split")
     eo.add_argument("--dataset", required=True)
     eo.add_argument("--split", default="test", choices=["train", "val", "test", "all"])
-    eo.add_argument("--rule", default=None, choices=["avg_rank", "topk_first"])
+    eo.add_argument("--rule", default=None, choices=sorted(RULES))
+    eo.add_argument(
+        "--calibrate-usage",
+        type=float,
+        default=None,
+        metavar="U",
+        help="set the trained routers' τ so that this share of the corpus's questions goes "
+        "to graph (label-free; for a corpus they were not trained on)",
+    )
     eo.add_argument("--json", action="store_true")
     eo.set_defaults(func=_evaluate_routing)
 
     lab = sub.add_parser("label", help="annotate the router's training corpus")
     lab.add_argument("--dataset", required=True)
-    lab.add_argument("--rule", default=None, choices=["avg_rank", "topk_first"])
+    lab.add_argument("--rule", default=None, choices=sorted(RULES))
     lab.set_defaults(func=_label)
 
     tr = sub.add_parser("train", help="train a router and register it as candidate")

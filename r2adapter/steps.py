@@ -79,8 +79,8 @@ def promote(kind: str = "r2a", dataset: str | None = None) -> PromoteResult:
 
 
 def evaluate_routing(
-    dataset: str, split: str = "test", rule: str | None = None
+    dataset: str, split: str = "test", rule: str | None = None, calibrate: float | None = None
 ) -> dict[str, object]:
     from r2adapter.evaluate.routing_report import routing_report
 
-    return routing_report(dataset_name(dataset), split, rule)
+    return routing_report(dataset_name(dataset), split, rule, calibrate)

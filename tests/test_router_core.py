@@ -228,3 +228,25 @@ def test_malformed_router_folder_is_one_line(tmp_path) -> None:  # type: ignore[
     (tmp_path / "config.json").write_text("{not json")
     with pytest.raises(R2AError, match="not a saved router"):
         TrainedRouter.load(tmp_path)
+
+
+def test_calibrate_meets_the_budget_on_the_corpus_questions() -> None:
+    from r2adapter.route.model import EmbeddingRouter
+    from r2adapter.route.trained import RouterConfig, TrainedRouter
+
+    torch.manual_seed(3)
+    cfg = RouterConfig(backbone="embedding", tau=0.45, epsilon=0.6, dim=8)
+    router = TrainedRouter(cfg, EmbeddingRouter(dim=8, dropout=0.0))
+    qs = [f"question {i}" for i in range(40)]
+    vecs = np.random.default_rng(0).normal(size=(40, 8)).astype(np.float32)
+    p_d, p_g = router.score(qs, vecs)
+    margins = p_g - p_d
+    for usage in (0.0, 0.25, 0.5, 1.0):
+        tau = router.calibrate(qs, usage, vecs)
+        assert router.tau == tau
+        sent = np.mean(margins > tau)
+        assert sent <= usage + 1e-9 and sent >= usage - 1 / 40 - 1e-9  # at most one short
+    with pytest.raises(R2AError, match="no questions"):
+        router.calibrate([], 0.5)
+    with pytest.raises(R2AError, match=r"in \[0, 1\]"):
+        router.calibrate(qs, 1.5, vecs)

@@ -10,7 +10,12 @@ from r2adapter.route.base import Router
 from r2adapter.route.baselines import AlwaysDense, AlwaysGraph, LLMRouter, NERRouter, OracleRouter
 
 
-def routing_report(dataset: str, split: str = "test", rule: str | None = None) -> dict[str, object]:
+def routing_report(
+    dataset: str, split: str = "test", rule: str | None = None, calibrate: float | None = None
+) -> dict[str, object]:
+    """With `calibrate`, the trained routers' τ is set, without labels, so that this share
+    of the corpus's questions goes to graph (for a corpus they were not trained on)."""
+    from r2adapter.evaluate.retrieval import stored_queries
     from r2adapter.index.encoder import get_encoder
     from r2adapter.registry.models import load_router
 
@@ -22,12 +27,16 @@ def routing_report(dataset: str, split: str = "test", rule: str | None = None) -
         NERRouter(),
         OracleRouter({r.question: r.preference for r in records}),
     ]
-    notes, versions = [], {}
+    notes, versions, taus = [], {}, {}
+    corpus = [q.question for q in stored_queries(dataset, False)] if calibrate is not None else []
     for kind in ("r2a", "r2a_embed"):
         try:
             router, version = load_router(kind, "champion")
             routers.append(router.bind(dataset))
             versions[kind] = version
+            if calibrate is not None:
+                tau_star = router.tau
+                taus[kind] = {"tau_star": tau_star, "tau": router.calibrate(corpus, calibrate)}
         except R2AError as e:
             notes.append(str(e))
     try:
@@ -44,5 +53,6 @@ def routing_report(dataset: str, split: str = "test", rule: str | None = None) -
         "routers": results,
         "pgr": {k: recovered_gain(results, k) for k in versions},
         "champion_versions": versions,
+        "calibration": {"usage": calibrate, "taus": taus} if calibrate is not None else None,
         "notes": notes,
     }

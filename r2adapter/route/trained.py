@@ -104,6 +104,24 @@ class TrainedRouter(Router):
             self._evidence = DenseEvidence(dataset, self.cfg.features)
         return self
 
+    def calibrate(
+        self, questions: Sequence[str], usage: float, qvecs: np.ndarray | None = None
+    ) -> float:
+        """Set τ so that at most `usage` of these questions go to graph, and return it.
+
+        Label-free: for a corpus without labels (one the router was not trained on), whose
+        score distribution differs from the validation split's, the graph budget is met on
+        the corpus's own questions instead of carried over from validation as τ*."""
+        if not questions:
+            raise R2AError("no questions to calibrate the router's threshold on")
+        if not 0.0 <= usage <= 1.0:
+            raise R2AError(f"graph usage must be in [0, 1], not {usage}")
+        p_dense, p_graph = self.score(questions, qvecs)
+        margins = np.sort(p_graph - p_dense)[::-1]
+        k = int(np.floor(usage * len(margins) + 1e-9))  # questions allowed to graph
+        self.tau = float(margins[k]) if k < len(margins) else float(margins[-1]) - 1e-9
+        return self.tau
+
     def features(self, queries: Sequence[str], qvecs: np.ndarray) -> torch.Tensor | None:
         if not self.cfg.features:
             return None
