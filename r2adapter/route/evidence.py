@@ -25,7 +25,9 @@ import numpy as np
 
 from r2adapter.errors import R2AError
 
-FEATURES: dict[str, int] = {"title_cover": 4}  # one-hot of 0, 1, 2, 3+ covered titles
+# title_cover: one-hot of 0, 1, 2, 3+ covered titles; retrieval_embedding: the query's
+# (normalised) retrieval embedding itself, for the fine-tuned router's head (all-MiniLM: 384)
+FEATURES: dict[str, int] = {"title_cover": 4, "retrieval_embedding": 384}
 TOP_K = 5
 
 _QUALIFIER = re.compile(r"\s*\([^)]*\)\s*$")
@@ -76,11 +78,26 @@ class DenseEvidence:
 
     def __call__(self, queries: Sequence[str], qvecs: np.ndarray) -> np.ndarray:
         """(n, dim) float32 features; `qvecs` are the normalised retrieval embeddings."""
+        qvecs = np.asarray(qvecs, dtype=np.float32)
+        parts = []
+        for name in self.names:
+            if name == "title_cover":
+                parts.append(self._title_cover(queries, qvecs))
+            else:
+                if qvecs.shape[1:] != (FEATURES[name],):
+                    raise R2AError(
+                        f"routing feature {name} expects {FEATURES[name]}-d retrieval "
+                        f"embeddings, not {qvecs.shape[1:]}"
+                    )
+                parts.append(qvecs.reshape(len(queries), -1))
+        return np.hstack(parts) if parts else np.zeros((len(queries), 0), dtype=np.float32)
+
+    def _title_cover(self, queries: Sequence[str], qvecs: np.ndarray) -> np.ndarray:
         emb, titles = self._index()
-        out = np.zeros((len(queries), self.dim), dtype=np.float32)
+        out = np.zeros((len(queries), FEATURES["title_cover"]), dtype=np.float32)
         if not len(queries) or not len(titles):
             return out
-        scores = np.asarray(qvecs, dtype=np.float32) @ emb.T  # (n, P): exact dense scores
+        scores = qvecs @ emb.T  # (n, P): exact dense scores
         k = min(self.k, scores.shape[1])
         top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
         for i, q in enumerate(queries):
