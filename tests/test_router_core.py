@@ -180,6 +180,17 @@ def test_dense_evidence_reads_the_dense_top_k_titles() -> None:
     # query 1: top-2 = Ada, Babbage, both named → bucket 2; query 2: top-2 = Paris, London → 1
     assert f.shape == (2, 4) and f[0].tolist() == [0, 0, 1, 0] and f[1].tolist() == [0, 1, 0, 0]
     assert normalise("A-b  C") == " a b c "
+    # the retrieval embedding as a feature: appended after the one-hot, and sized-checked
+    wide = SimpleNamespace(**{**graph.__dict__, "passage_emb": np.eye(4, 384, dtype=np.float32)})
+    both = DenseEvidence("toy", ("title_cover", "retrieval_embedding"), k=2)
+    both._graphs = SimpleNamespace(get=lambda dataset: wide)  # type: ignore[assignment]
+    q384 = np.zeros((2, 384), dtype=np.float32)
+    q384[:, :4] = q
+    f2 = both(["Did Ada Lovelace meet Charles Babbage?", "Who met Ada Lovelace in London?"], q384)
+    assert f2.shape == (2, 4 + 384) and both.dim == 388
+    assert np.array_equal(f2[:, :4], f) and np.array_equal(f2[:, 4:], q384)
+    with pytest.raises(R2AError, match="expects 384-d"):
+        DenseEvidence("toy", ("retrieval_embedding",))(["q"], np.zeros((1, 8), np.float32))
 
 
 def test_routers_read_features_and_onnx_scores_equal_torch() -> None:

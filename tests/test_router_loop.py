@@ -53,6 +53,15 @@ def test_label_train_register_promote(mini: dict[str, str]) -> None:
     )
     assert any("LLM-router skipped" in n for n in report["notes"])
 
+    # label-free calibration: τ set so that (at most) a quarter of the corpus goes to graph
+    args = ["evaluate", "routing", "--dataset", "musmini", "--split", "all", "--json"]
+    r = run_cli([*args, "--calibrate-usage", "0.25"], env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    calibrated = json.loads(r.stdout.strip().splitlines()[-1])
+    assert set(calibrated["calibration"]["taus"]) == {"r2a", "r2a_embed"}
+    for name in ("r2a", "r2a_embed"):
+        assert calibrated["routers"][name]["graph_usage"] <= 0.25
+
     r = run_cli(["models", "--json"], env)
     models = json.loads(r.stdout)
     champions = {m["router"] for m in models if "champion" in m["aliases"]}
