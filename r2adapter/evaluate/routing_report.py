@@ -19,6 +19,8 @@ def routing_report(
     from r2adapter.index.encoder import get_encoder
     from r2adapter.registry.models import load_router
 
+    if calibrate is not None and not 0.0 <= calibrate <= 1.0:
+        raise R2AError(f"--calibrate-usage must be in [0, 1], not {calibrate}")
     rule = rule or label_params().rule
     records = db_labels(dataset, rule, split)
     routers: list[Router] = [
