@@ -20,6 +20,9 @@ saw; all its labelled queries), with the labels of the configured rule:
     embedding head (also with the query encoding included), the NER-router. The routers
     are given the query's retrieval embedding, which both retrievers compute anyway.
 
+A held-out dataset must be indexed and labelled first (`make run` does only the training
+corpus): `r2a index --dataset musique --openie spacy && r2a label --dataset musique`.
+
     .venv/bin/python benchmarks/bench_routing.py                      # 2Wiki test + musique
     .venv/bin/python benchmarks/bench_routing.py --heldout hotpotqa   # another held-out set
     .venv/bin/python benchmarks/bench_routing.py --quick --llm-queries 0   # smoke run
