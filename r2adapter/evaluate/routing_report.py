@@ -30,15 +30,21 @@ def routing_report(
         OracleRouter({r.question: r.preference for r in records}),
     ]
     notes, versions, taus = [], {}, {}
-    corpus = [q.question for q in stored_queries(dataset, False)] if calibrate is not None else []
+    corpus: list[str] = []
+    corpus_emb = None
+    if calibrate is not None:  # the corpus's questions, encoded once for both routers
+        corpus = [q.question for q in stored_queries(dataset, complete_only=False)]
+        corpus_emb = get_encoder().encode(corpus) if corpus else None
     for kind in ("r2a", "r2a_embed"):
         try:
             router, version = load_router(kind, "champion")
-            routers.append(router.bind(dataset))
-            versions[kind] = version
-            if calibrate is not None:
+            router.bind(dataset)
+            if calibrate is not None:  # before the router joins: a failure leaves it out
                 tau_star = router.tau
-                taus[kind] = {"tau_star": tau_star, "tau": router.calibrate(corpus, calibrate)}
+                tau = router.calibrate(corpus, calibrate, corpus_emb)
+                taus[kind] = {"tau_star": tau_star, "tau_calibrated": tau}
+            routers.append(router)
+            versions[kind] = version
         except R2AError as e:
             notes.append(str(e))
     try:
