@@ -45,8 +45,9 @@ run: data
 test: data
 	$(VENV)/bin/pytest -q
 
+# ruff (lint + format) over the tree, mypy over r2adapter/ and serving/ ([tool.mypy])
 lint: install
-	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/mypy
 
 format: install
 	$(VENV)/bin/ruff format . && $(VENV)/bin/ruff check --fix .

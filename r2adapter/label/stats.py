@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 from r2adapter.evaluate.metrics import full_chain
 from r2adapter.label.annotate import LabelRecord
@@ -71,33 +72,33 @@ def label_stats(records: Sequence[LabelRecord], top_k: int = 5) -> dict[str, obj
     }
 
 
-def format_stats(s: dict[str, object]) -> str:
+def format_stats(s: dict[str, Any]) -> str:
     t1 = s["table1"]
     lines = ["Table 1 (recalled = all gold in top 5):"]
-    lines += [f"  {k:<24}{v}" for k, v in t1.items()]  # type: ignore[union-attr]
+    lines += [f"  {k:<24}{v}" for k, v in t1.items()]
     lines.append(
         "Table 8 (splits): "
         + ", ".join(
             f"{k} {v['samples']} ({v['graph_pref']} graph-pref)" for k, v in s["table8"].items()
         )
-    )  # type: ignore[union-attr]
+    )
     lines.append("Table 9 (by type):")
     lines += [
         f"  {k:<20} n={v['samples']:<5} graph-pref {v['graph_pref_pct']}%  graph-suitable "
         f"{v['graph_suitable_pct']}%"
         for k, v in s["table9"].items()
-    ]  # type: ignore[union-attr]
+    ]
     lines.append(
         "Table 10 (spaCy entities): "
         + ", ".join(
             f"{k} avg {v['avg_entities']} / {v['with_entities_pct']}% with"
             for k, v in s["table10"].items()
         )
-    )  # type: ignore[union-attr]
+    )
     lines.append(
         "Table 11 (entity types %): "
         + "; ".join(
             f"{k}: " + ", ".join(f"{t} {p}" for t, p in v.items()) for k, v in s["table11"].items()
         )
-    )  # type: ignore[union-attr]
+    )
     return "\n".join(lines)

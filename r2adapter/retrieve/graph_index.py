@@ -49,13 +49,19 @@ def load_graph_index(version: gs.IndexVersion) -> GraphIndex:
 
     src, dst, w = [], [], []
     for s, _, o, weight in rows.facts:  # fact edges, co-occurrence weighted
-        src.append(s), dst.append(o), w.append(weight)
+        src.append(s)
+        dst.append(o)
+        w.append(weight)
     ent_count = np.zeros(n_e, dtype=np.float64)
     for pid, e in rows.passage_entities:  # passage–entity edges
-        src.append(pos[pid]), dst.append(e), w.append(1.0)
+        src.append(pos[pid])
+        dst.append(e)
+        w.append(1.0)
         ent_count[e] += 1
     for a, b, score in rows.synonyms:  # synonym edges
-        src.append(a), dst.append(b), w.append(score)
+        src.append(a)
+        dst.append(b)
+        w.append(score)
     transition = Transition.from_edges(
         n_e + len(pids), np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64), np.array(w)
     )

@@ -129,7 +129,7 @@ def cached_extractions(backend: str, ids: Sequence[str]) -> dict[str, Extraction
             " passage_hash = ANY(%s)",
             (backend, list(ids)),
         ).fetchall()
-    return {h: Extraction(list(e), [tuple(t) for t in tr]) for h, e, tr in rows}  # type: ignore[misc]
+    return {h: Extraction(list(e), [tuple(t) for t in tr]) for h, e, tr in rows}
 
 
 def save_extractions(backend: str, items: Iterable[tuple[str, Extraction]]) -> None:
@@ -202,11 +202,13 @@ def write_version(
     """One transaction: the version row and all its graph rows, or nothing."""
     with connection() as conn, conn.transaction():
         ensure_hnsw_index(conn, dataset, encoder, dim)
-        vid = conn.execute(
+        row = conn.execute(
             "INSERT INTO index_versions (dataset, encoder, dim, openie, signature, counts,"
             " timings) VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id",
             (dataset, encoder, dim, openie, signature, Jsonb(counts), Jsonb(timings)),
-        ).fetchone()[0]
+        ).fetchone()
+        assert row is not None  # INSERT … RETURNING always returns the row
+        vid = int(row[0])
         with conn.cursor() as cur:
             _copy(
                 cur,

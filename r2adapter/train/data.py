@@ -14,7 +14,7 @@ from r2adapter.errors import R2AError
 from r2adapter.label.annotate import LabelRecord
 
 
-class _Rows(Dataset):  # type: ignore[type-arg]
+class _Rows(Dataset):
     def __init__(self, rows: Sequence[Any]) -> None:
         self.rows = rows
 
@@ -94,7 +94,7 @@ class RouterDataModule(L.LightningDataModule):
             batch["input_ids"], batch["attention_mask"] = enc["input_ids"], enc["attention_mask"]
         return batch
 
-    def _loader(self, split: str, shuffle: bool) -> DataLoader:  # type: ignore[type-arg]
+    def _loader(self, split: str, shuffle: bool) -> DataLoader:
         g = torch.Generator().manual_seed(self.seed)
         return DataLoader(
             _Rows(self.splits[split]),
@@ -105,11 +105,11 @@ class RouterDataModule(L.LightningDataModule):
             num_workers=0,
         )
 
-    def train_dataloader(self) -> DataLoader:  # type: ignore[type-arg]
+    def train_dataloader(self) -> DataLoader:
         return self._loader("train", True)
 
-    def val_dataloader(self) -> DataLoader:  # type: ignore[type-arg]
+    def val_dataloader(self) -> DataLoader:
         return self._loader("val", False)
 
-    def test_dataloader(self) -> DataLoader:  # type: ignore[type-arg]
+    def test_dataloader(self) -> DataLoader:
         return self._loader("test", False)
