@@ -17,10 +17,13 @@ the products dominate the time and both halve the memory they stream.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import reverse_cuthill_mckee
+
+from r2adapter.retrieve.ppr_local import ForwardPush
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,11 @@ class Transition:
     @property
     def n(self) -> int:
         return int(self.matrix.shape[0])
+
+    @cached_property
+    def push(self) -> ForwardPush:
+        """The local (forward-push) solver over this transition, built on first use."""
+        return ForwardPush(self.matrix, self.perm, self.inv)
 
 
 def personalized_pagerank(
