@@ -1,0 +1,342 @@
+"""Growth curves: how each per-query and per-build cost grows with the corpus.
+
+Synthetic graphs with the shape of the 2Wiki index (`benchmarks/synthetic_graph.py`:
+entities, facts, passage–entity and synonym edges per passage, a Zipf tail of popular
+entities) at each size, and per size:
+
+- graph: CSR build time (`graph_load_s`, edges → the PPR transition, as a service does on
+  load), its memory (`csr_mb`; `push_mb` for the local solver's transposed copy) and the
+  process's resident memory after it (`rss_mb`);
+- PPR from HippoRAG 2-style resets (the phrases of one passage as seeds, weighted by 1 ÷
+  passages per phrase, plus `passage_seeds` passages at 0.05 × a dense-like score): the
+  exact solver (`ppr_exact_*`, Chebyshev to ppr_tol 1e-6, the retriever's default) and the
+  local forward push (`ppr_local_*`, r_max below), p50/p95, and how often their top-5
+  passages agree (`top5_agreement`);
+- `graph_search_p50_ms`: what a query costs after its seeds are known (the reset vector,
+  local PPR, the top-5 passages); the seeds themselves come from two approximate nearest-
+  neighbour lookups (facts, passages), measured by `hnsw_p50_ms`;
+- pgvector HNSW on embedding-like vectors (clustered, not Gaussian noise) up to
+  `--hnsw-max` rows: build seconds, table + index MB, top-5 p50 at the smallest
+  ef_search in (40, 80, 160, 320) whose recall@5 against exact search is ≥ .95.
+
+Each cost is fitted against size on log–log axes (the slope: 1 = linear); the plot is saved
+beside the JSON. The last line printed is the JSON.
+
+    .venv/bin/python benchmarks/bench_scale.py                          # 10k, 100k, 1M
+    .venv/bin/python benchmarks/bench_scale.py --sizes 10000,100000 --hnsw-max 100000
+    .venv/bin/python benchmarks/bench_scale.py --quick                  # 2k, 20k; no HNSW
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+if not __package__:  # `python benchmarks/bench_scale.py`: the repository root on sys.path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import arg_parser, finish, new_result, summary_ms  # noqa: E402
+from benchmarks.synthetic_graph import TWO_WIKI, GraphShape, synthetic_graph  # noqa: E402
+from r2adapter.retrieve.ppr import Transition, ppr_solve  # noqa: E402
+
+DAMPING = 0.5
+PPR_TOL = 1e-6
+R_MAX = 1e-7
+PASSAGE_SEEDS = 50
+LINKING_TOP_K = 5
+PASSAGE_NODE_WEIGHT = 0.05
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def csr_mb(m: Any) -> float:
+    return (m.data.nbytes + m.indices.nbytes + m.indptr.nbytes) / 2**20
+
+
+def resets(g: Any, rng: np.random.Generator, n: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    out = []
+    for ents in g.passage_entities[:n]:
+        phrases = ents[:LINKING_TOP_K]
+        w_phr = rng.uniform(0.5, 1.0, phrases.size) / np.maximum(g.entity_passages[phrases], 1)
+        pas = g.n_entities + rng.choice(g.n_passages, min(PASSAGE_SEEDS, g.n_passages), False)
+        w_pas = PASSAGE_NODE_WEIGHT * np.sort(rng.uniform(0.3, 1.0, pas.size))[::-1]
+        out.append((np.concatenate([phrases, pas]), np.concatenate([w_phr, w_pas])))
+    return out
+
+
+def top_passages(nodes: np.ndarray, values: np.ndarray, n_entities: int, k: int) -> set[int]:
+    is_p = nodes >= n_entities
+    nodes, values = nodes[is_p], values[is_p]
+    top = np.argsort(-values, kind="stable")[:k]
+    return set(nodes[top].tolist())
+
+
+def bench_graph(n: int, shape: GraphShape, queries: int, exact_max: int) -> dict[str, Any]:
+    rng = np.random.default_rng(7)
+    t0 = time.perf_counter()
+    g = synthetic_graph(n, shape, seed=n % 1000, sample_passages=queries)
+    gen_s = time.perf_counter() - t0
+    base_rss = rss_mb()
+    t0 = time.perf_counter()
+    t = Transition.from_edges(g.n_nodes, g.src, g.dst, g.weight)
+    load_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    push = t.push
+    push_s = time.perf_counter() - t0
+    row: dict[str, Any] = {
+        "passages": n,
+        "nodes": g.n_nodes,
+        "entities": g.n_entities,
+        "edges": g.n_edges,
+        "generate_s": gen_s,
+        "graph_load_s": load_s,
+        "push_build_s": push_s,
+        "csr_mb": csr_mb(t.matrix),
+        "push_mb": csr_mb(push.out),
+        "rss_mb": rss_mb(),
+        "rss_graph_mb": rss_mb() - base_rss,
+    }
+    del g.src, g.dst, g.weight
+    gc.collect()
+    local_ms, exact_ms, search_ms, agree, pushes, residual = [], [], [], [], [], []
+    for seeds, mass in tqdm(resets(g, rng, queries), desc=f"PPR {n:,}", unit="q"):
+        t0 = time.perf_counter()
+        res = push.solve(seeds, mass, DAMPING, R_MAX)
+        local_ms.append((time.perf_counter() - t0) * 1e3)
+        t0 = time.perf_counter()
+        res = push.solve(seeds, mass, DAMPING, R_MAX)
+        top_local = top_passages(res.nodes, res.values, g.n_entities, 5)
+        search_ms.append((time.perf_counter() - t0) * 1e3)
+        pushes.append(res.pushes)
+        residual.append(res.residual)
+        if g.n_nodes <= exact_max:
+            reset = np.zeros(g.n_nodes)
+            np.add.at(reset, seeds, mass)
+            t0 = time.perf_counter()
+            exact, _ = ppr_solve(t, reset, DAMPING, PPR_TOL, 200)
+            exact_ms.append((time.perf_counter() - t0) * 1e3)
+            nz = np.flatnonzero(exact)
+            agree.append(top_passages(nz, exact[nz], g.n_entities, 5) == top_local)
+    loc, ex, se = summary_ms(local_ms), summary_ms(exact_ms), summary_ms(search_ms)
+    row.update(
+        {
+            "ppr_local_p50_ms": loc.get("p50_ms"),
+            "ppr_local_p95_ms": loc.get("p95_ms"),
+            "ppr_exact_p50_ms": ex.get("p50_ms"),
+            "ppr_exact_p95_ms": ex.get("p95_ms"),
+            "graph_search_p50_ms": se.get("p50_ms"),
+            "graph_search_p95_ms": se.get("p95_ms"),
+            "local_pushes_mean": float(np.mean(pushes)),
+            "local_residual_max": float(np.max(residual)),
+            "top5_agreement": float(np.mean(agree)) if agree else None,
+            "queries": len(local_ms),
+        }
+    )
+    return row
+
+
+def embedding_like(n: int, dim: int, rng: np.random.Generator) -> np.ndarray:
+    """Unit vectors around cluster centres in a low-rank subspace: the neighbourhood
+    structure of sentence embeddings (HNSW recall on isotropic noise means nothing)."""
+    centres = rng.standard_normal((max(n // 200, 8), 64)).astype(np.float32)
+    basis = rng.standard_normal((64, dim)).astype(np.float32)
+    out = np.empty((n, dim), dtype=np.float32)
+    for lo in range(0, n, 100_000):
+        hi = min(lo + 100_000, n)
+        c = centres[rng.integers(0, len(centres), hi - lo)]
+        z = c + 0.6 * rng.standard_normal((hi - lo, 64)).astype(np.float32)
+        x = z @ basis + 0.3 * rng.standard_normal((hi - lo, dim)).astype(np.float32)
+        out[lo:hi] = x / np.linalg.norm(x, axis=1, keepdims=True)
+    return out
+
+
+def bench_hnsw(url: str, n: int, dim: int, queries: int) -> dict[str, Any]:
+    import psycopg
+    from pgvector.psycopg import register_vector
+
+    rng = np.random.default_rng(n)
+    x = embedding_like(n + queries, dim, rng)
+    data, qs = x[:n], x[n:]
+    exact = [set(np.argsort(-(data @ q))[:5].tolist()) for q in qs]
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        register_vector(conn)
+        conn.execute("DROP TABLE IF EXISTS scale_vectors")
+        conn.execute(f"CREATE TABLE scale_vectors (id int PRIMARY KEY, emb vector({dim}))")
+        t0 = time.perf_counter()
+        with conn.cursor().copy(
+            "COPY scale_vectors (id, emb) FROM STDIN WITH (FORMAT BINARY)"
+        ) as cp:
+            cp.set_types(["int4", "vector"])
+            for i in tqdm(range(n), desc=f"COPY {n:,}", unit="row", mininterval=2):
+                cp.write_row((i, data[i]))
+        copy_s = time.perf_counter() - t0
+        conn.execute("SET maintenance_work_mem = '1GB'")
+        t0 = time.perf_counter()
+        conn.execute("CREATE INDEX ON scale_vectors USING hnsw (emb vector_cosine_ops)")
+        build_s = time.perf_counter() - t0
+        size = conn.execute("SELECT pg_total_relation_size('scale_vectors')").fetchone()
+        row: dict[str, Any] = {
+            "rows": n,
+            "copy_s": copy_s,
+            "hnsw_build_s": build_s,
+            "hnsw_table_mb": (size[0] if size else 0) / 2**20,
+        }
+        for ef in (40, 80, 160, 320):
+            conn.execute(f"SET hnsw.ef_search = {ef}")
+            ms, hits = [], 0
+            for q, gold in zip(qs, exact, strict=True):
+                t0 = time.perf_counter()
+                got = conn.execute(
+                    "SELECT id FROM scale_vectors ORDER BY emb <=> %s LIMIT 5", (q,)
+                ).fetchall()
+                ms.append((time.perf_counter() - t0) * 1e3)
+                hits += len(gold & {r[0] for r in got})
+            recall = hits / (5 * len(qs))
+            row.update({"hnsw_ef_search": ef, "hnsw_recall_at_5": recall})
+            row["hnsw_p50_ms"] = summary_ms(ms)["p50_ms"]
+            if recall >= 0.95:
+                break
+        conn.execute("DROP TABLE scale_vectors")
+    return row
+
+
+def slope(sizes: list[int], values: list[float | None]) -> float | None:
+    pts = [(s, v) for s, v in zip(sizes, values, strict=True) if v and v > 0]
+    if len(pts) < 2:
+        return None
+    xs, ys = np.log([p[0] for p in pts]), np.log([p[1] for p in pts])
+    return float(np.polyfit(xs, ys, 1)[0])
+
+
+def plot(result: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = sorted(int(s) for s in result["sizes"])
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for key in (
+        "ppr_exact_p50_ms",
+        "ppr_local_p50_ms",
+        "graph_search_p50_ms",
+        "hnsw_p50_ms",
+        "csr_mb",
+        "graph_load_s",
+    ):
+        xs = [s for s in sizes if result["sizes"][str(s)].get(key)]
+        if len(xs) < 1:
+            continue
+        ys = [result["sizes"][str(s)][key] for s in xs]
+        k = result["slopes"].get(key)
+        ax.loglog(xs, ys, marker="o", label=f"{key} (slope {k:.2f})" if k else key)
+    ax.set_xlabel("passages")
+    ax.set_ylabel("ms / MB / s")
+    ax.set_title("Cost against corpus size (log–log)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = arg_parser(__doc__ or "", "sizes 2k and 20k, 30 queries, no HNSW", "scale.json")
+    ap.add_argument("--sizes", default="10000,100000,1000000", help="passages, comma-separated")
+    ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument("--hnsw-max", type=int, default=100_000, help="largest HNSW table (rows)")
+    ap.add_argument(
+        "--exact-max",
+        type=int,
+        default=20_000_000,
+        help="largest graph (nodes) the exact solver runs on",
+    )
+    ap.add_argument(
+        "--shape-from",
+        type=Path,
+        help="an index report to take the shape from (default: the 2Wiki index's shape)",
+    )
+    ap.add_argument("--db", choices=["scratch", "env"], default="scratch")
+    args = ap.parse_args(argv)
+    try:
+        sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    except ValueError:
+        print(f"error: --sizes must be integers, got {args.sizes!r}", file=sys.stderr)
+        return 1
+    if args.quick:
+        sizes, args.queries, args.hnsw_max = [2_000, 20_000], 30, 0
+    if not sizes or min(sizes) < 100:
+        print("error: --sizes must be at least 100 passages each", file=sys.stderr)
+        return 1
+    shape = GraphShape.from_report(args.shape_from) if args.shape_from else TWO_WIKI
+    result = new_result("scale", args.quick)
+    result.update(
+        {
+            "shape": shape.to_dict(),
+            "r_max": R_MAX,
+            "ppr_tol": PPR_TOL,
+            "passage_seeds": PASSAGE_SEEDS,
+            "sizes": {},
+        }
+    )
+    for n in sizes:
+        result["sizes"][str(n)] = bench_graph(n, shape, args.queries, args.exact_max)
+        gc.collect()
+    hnsw_sizes = [n for n in sizes if n <= args.hnsw_max]
+    if hnsw_sizes:
+        from benchmarks.scratch_db import database
+
+        with database(args.db, None, "scale") as db:
+            for n in hnsw_sizes:
+                result["sizes"][str(n)].update(bench_hnsw(db.url, n, 384, 50))
+    keys = [
+        "ppr_exact_p50_ms",
+        "ppr_local_p50_ms",
+        "graph_search_p50_ms",
+        "hnsw_p50_ms",
+        "csr_mb",
+        "graph_load_s",
+        "hnsw_build_s",
+    ]
+    result["slopes"] = {
+        k: slope(sizes, [result["sizes"][str(n)].get(k) for n in sizes]) for k in keys
+    }
+    first, last = result["sizes"][str(sizes[0])], result["sizes"][str(sizes[-1])]
+    result["graph_search_growth"] = last["graph_search_p50_ms"] / first["graph_search_p50_ms"]
+    print(
+        f"{'passages':>10} {'nodes':>11} {'csr MB':>8} {'load s':>7} {'exact p50':>10} "
+        f"{'local p50':>10} {'search p50':>11} {'top5 agree':>10} {'hnsw p50':>9}"
+    )
+    for n in sizes:
+        r = result["sizes"][str(n)]
+        print(
+            f"{n:>10,} {r['nodes']:>11,} {r['csr_mb']:>8.1f} {r['graph_load_s']:>7.2f} "
+            f"{r['ppr_exact_p50_ms'] or float('nan'):>10.2f} {r['ppr_local_p50_ms']:>10.2f} "
+            f"{r['graph_search_p50_ms']:>11.2f} {r['top5_agreement'] or float('nan'):>10.2f} "
+            f"{r.get('hnsw_p50_ms', float('nan')):>9.2f}"
+        )
+    print("slopes (log–log):", {k: round(v, 2) for k, v in result["slopes"].items() if v})
+    print(
+        f"graph search p50 growth {sizes[0]:,} → {sizes[-1]:,}: "
+        f"{result['graph_search_growth']:.2f}x (target ≤ 3x)"
+    )
+    out = finish(result, args.out)
+    plot(result, out.with_suffix(".png"))
+    print(json.dumps({"sizes": result["sizes"], "slopes": result["slopes"]}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
