@@ -9,7 +9,7 @@ export TRANSFORMERS_OFFLINE := 1
 export GX_ANALYTICS_ENABLED := false
 export DO_NOT_TRACK := 1
 
-.PHONY: install data run test lint format clean
+.PHONY: install data run test test-fast lint format clean
 
 # torch first and alone: `torch==2.13.0` is the CPU build on this disk; everything else
 # is pinned in requirements.lock (regenerate with `make lock`).
@@ -42,8 +42,16 @@ run: data
 	$(VENV)/bin/dvc metrics show
 	$(VENV)/bin/r2a demo
 
+# Every tier (unit, slow, integration: the real Postgres, MLflow and BentoML).
 test: data
 	$(VENV)/bin/pytest -q
+
+# The unit tier: no Postgres, no server, under a minute (markers in pyproject.toml). It
+# pulls the data only when it is missing (a `dvc pull` that finds nothing to do takes
+# seconds of the minute).
+test-fast: install
+	@[ -d data/2wikimultihopqa ] || $(MAKE) -s data
+	$(VENV)/bin/pytest -q -m "unit and not integration and not slow"
 
 # ruff (lint + format) over the tree, mypy over r2adapter/ and serving/ ([tool.mypy])
 lint: install

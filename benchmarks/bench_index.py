@@ -53,6 +53,7 @@ from benchmarks.scratch_db import (
     previous_result,
     run_r2a,
 )
+from r2adapter.index.openie import OPENIE_BACKENDS  # noqa: E402
 
 DEFAULT_DATASETS = ("musique", "hotpotqa")
 QUICK_DATASETS = ("sample",)
@@ -267,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         help=f"a dataset name or folder (repeatable); default {', '.join(DEFAULT_DATASETS)} "
         f"(--quick: {', '.join(QUICK_DATASETS)})",
     )
-    ap.add_argument("--openie", default="spacy", choices=["precomputed", "spacy", "llm"])
+    ap.add_argument("--openie", default="spacy", choices=list(OPENIE_BACKENDS))
     ap.add_argument("--quick", action="store_true", help="the 3-passage sample")
     ap.add_argument("--no-rebuild", action="store_true", help="skip the rebuild from caches")
     add_db_args(ap)

@@ -59,7 +59,8 @@ from benchmarks.common import (  # noqa: E402
     pct,
     require_db,
 )
-from r2adapter.demo import free_port  # noqa: E402
+from r2adapter.demo import free_port, start, stop, wait_ready  # noqa: E402
+from r2adapter.errors import R2AError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 HOTPOT = ROOT / "data" / "hotpotqa" / "hotpotqa_dev_questions_7405.json"
@@ -90,18 +91,12 @@ class Service:
 
     def __enter__(self) -> Service:
         t0 = time.perf_counter()
-        with self.log_path.open("wb") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "r2adapter.cli", "serve"]
-                + ["--port", str(self.port), "--host", "127.0.0.1"],
-                cwd=ROOT,
-                env={**os.environ, **self.env},
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        self.proc = start({**os.environ, **self.env}, self.log_path, self.port)
         try:
-            self._wait_ready()
+            wait_ready(self.url, self.proc, self.startup_timeout)
+        except R2AError as e:
+            self.stop()
+            raise ServiceError(f"{e}: {self.last_log_line()} (log: {self.log_path})") from None
         except BaseException:
             self.stop()
             raise
@@ -114,27 +109,6 @@ class Service:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def _wait_ready(self) -> None:
-        assert self.proc is not None
-        deadline = time.monotonic() + self.startup_timeout
-        with httpx.Client(timeout=2, trust_env=False) as c:
-            while time.monotonic() < deadline:
-                if self.proc.poll() is not None:
-                    raise ServiceError(
-                        f"the service exited with code {self.proc.returncode} while starting: "
-                        f"{self.last_log_line()} (log: {self.log_path})"
-                    )
-                try:
-                    if c.get(f"{self.url}/readyz").status_code == 200:
-                        return
-                except httpx.HTTPError:
-                    pass
-                time.sleep(0.5)
-        raise ServiceError(
-            f"the service was not ready in {self.startup_timeout:.0f} s: "
-            f"{self.last_log_line()} (log: {self.log_path})"
-        )
-
     def last_log_line(self) -> str:
         try:
             lines = [ln for ln in self.log_path.read_text(errors="replace").splitlines() if ln]
@@ -143,16 +117,8 @@ class Service:
         return lines[-1][:300] if lines else "empty log"
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
-        except ProcessLookupError:
-            pass
+        if self.proc is not None:
+            stop(self.proc)
 
 
 # -- load generation -------------------------------------------------------------------------

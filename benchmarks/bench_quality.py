@@ -57,8 +57,9 @@ from benchmarks.scratch_db import (
     previous_result,
     run_r2a,
 )
+from r2adapter.index.openie import OPENIE_BACKENDS  # noqa: E402
 
-BACKENDS = ("precomputed", "spacy", "llm")
+BACKENDS = tuple(OPENIE_BACKENDS)
 QUICK_MAX_PASSAGES = 50  # --quick: datasets no larger than this (the shipped sample)
 LLM_MAX_PASSAGES = 10
 LOCAL_LLM_TIMEOUT_S = "600"  # per call: SmolLM2 on CPU writes ~16 tokens/s (local_llm.json)

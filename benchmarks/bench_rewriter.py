@@ -1,17 +1,28 @@
 """The query rewriter's effect on graph retrieval (R²Adapter Figures 5 and 8).
 
+Two parts. `--all-queries` (issue 15): per rewriter backend (`--backends`, default
+structural,llm) and dataset (`--datasets`), every complete-gold query: the share parsed,
+fallbacks by reason, ms per rewrite p50/p95, and graph Recall@2/Recall@5/FCR@5 of q, of q′
+and of q′ with its triplets seeding PPR, with a paired bootstrap interval of the gain over q.
+A dataset that is not indexed gets the rewrite figures alone.
+
+Without it, the ε rule (eq. 7):
+
 For the labelled queries of a dataset (the configured label rule, every split; another stored rule
 when that one is missing): route each with the champion router, keep the queries routed to
 graph, and for each ε in {0.4, 0.6, 0.8, 1.0} rewrite those with p_graph < ε (eq. 7) with
 the Rewriter on the default LLM (the local model unless one is configured), then run graph
 retrieval, GraphRetriever(dataset).retrieve(q', 5). Over the routed-to-graph subset:
 how many were rewritten, the fallback rate by reason, graph Recall@2/@5 with and without
-rewriting, and the mean rewrite time. A query is rewritten once and reused at every ε (the
-set for ε = 0.4 is contained in the set for 0.6, and so on); a fallback keeps the query as
-it is, so its retrieval is the one without rewriting.
+rewriting, and the mean rewrite time, with the backend `--backend` (default llm). ε = 1.0 is
+"rewrite every graph-routed query" (p_graph < 1 always). A query is rewritten once and
+reused at every ε (the set for ε = 0.4 is contained in the set for 0.6, and so on); a
+fallback keeps the query as it is, so its retrieval is the one without rewriting.
 
     .venv/bin/python benchmarks/bench_rewriter.py --dataset musique
     .venv/bin/python benchmarks/bench_rewriter.py --dataset musique --quick   # 30 queries
+    .venv/bin/python benchmarks/bench_rewriter.py --all-queries --backends structural \
+        --datasets 2wikimultihopqa,musique,hotpotqa --out benchmarks/results/rewriter_all.json
 """
 
 from __future__ import annotations
@@ -76,7 +87,7 @@ def labelled(dataset: str, rule: str, split: str) -> tuple[list[Any], str, str |
 def load_llm_or_die(budget_s: float) -> tuple[Any, dict[str, Any]]:
     """The default LLM, loaded and answering, or exit 1 with one line."""
     from r2adapter.errors import R2AError
-    from r2adapter.llm.base import get_llm
+    from r2adapter.llm import get_llm
 
     try:
         llm = get_llm(default_local=True)
@@ -97,6 +108,7 @@ def load_llm_or_die(budget_s: float) -> tuple[Any, dict[str, Any]]:
         probe_ms = (time.perf_counter() - t0) * 1000
     except R2AError as e:
         die(f"no LLM can be loaded: {' '.join(str(e).split())[:300]}")
+    assert llm is not None  # die() exits
     return llm, {
         "identity": llm.identity,
         "load_s": round(load_s, 2),
@@ -146,7 +158,19 @@ def main(argv: list[str] | None = None) -> int:
         help="torch threads for this process (router, encoder, local LLM); default: torch's. "
         "On a busy machine 1 can be several times faster than all cores",
     )
+    ap.add_argument("--backend", default="llm", choices=["structural", "llm"], help="ε part")
+    ap.add_argument("--all-queries", action="store_true", help="the per-backend part (above)")
+    ap.add_argument("--backends", default="structural,llm", help="--all-queries: backends")
+    ap.add_argument(
+        "--datasets",
+        default="2wikimultihopqa,musique,hotpotqa",
+        help="--all-queries: datasets (loaded; graph figures where indexed)",
+    )
     args = ap.parse_args(argv)
+    if args.all_queries:
+        if args.budget <= 0:
+            die("--budget must be positive")
+        return main_all_queries(args)
     try:
         epsilons = sorted({float(x) for x in args.epsilons.split(",") if x.strip()})
     except ValueError:
@@ -178,7 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         router, version = load_router(args.router, "champion")
         router.bind(dataset)
-        champ_tag = (alias_version(args.router, "champion").tags or {}).get("dataset")
+        champ_tag = (getattr(alias_version(args.router, "champion"), "tags", None) or {}).get(
+            "dataset"
+        )
         graph = GraphRetriever(dataset)
     except R2AError as e:
         die(str(e))
@@ -206,8 +232,13 @@ def main(argv: list[str] | None = None) -> int:
 
     # -- rewrite once per query that any ε asks for ------------------------------------------
     need = [i for i in to_graph if p_g[i] < max(epsilons)]
-    llm, llm_info = load_llm_or_die(args.budget)
-    rewriter = Rewriter(llm, budget_s=args.budget)
+    if args.backend == "llm":
+        llm, llm_info = load_llm_or_die(args.budget)
+        rewriter = Rewriter(llm, budget_s=args.budget, backend="llm")
+    else:
+        llm_info = {"identity": "structural (no LLM)"}
+        rewriter = Rewriter(backend=args.backend)
+        rewriter.warmup()
     rewrites: dict[int, Any] = {}
     rewritten_ids: dict[int, list[str]] = {}
     bar = tqdm(need, desc="rewrite + graph retrieval (q')", unit="query")
@@ -274,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
             "rewrite_budget_s": args.budget,
             "service_rewrite_budget_s": SERVICE_BUDGET_S,
             "torch_threads": _torch_threads(),
+            "backend": args.backend,
             "llm": llm_info,
             "graph_top_k": k_max,
         },
@@ -323,16 +355,151 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{dataset}: {len(records)} labelled queries ({rule}), {len(to_graph)} routed to graph")
     print(head)
     print("-" * len(head))
-    for eps, r in per_eps.items():
+    for eps_key, r in per_eps.items():
         fr = r["fallback_rate"]
         print(
-            f"{eps:>5}{r['routed_to_graph']:>8}{r['rewrite_attempted']:>10}{r['rewritten']:>10}"
+            f"{eps_key:>5}{r['routed_to_graph']:>8}{r['rewrite_attempted']:>10}{r['rewritten']:>10}"
             f"{'-' if fr is None else f'{fr:.2f}':>9}"
             f"{r['recall@2_without']:>9.3f}{r['recall@2_with']:>9.3f}"
             f"{r['recall@5_without']:>9.3f}{r['recall@5_with']:>9.3f}"
             f"{r['rewrite_ms_mean'] or 0:>9.0f}"
         )
     print(f"fallbacks by reason: {result['rewrites']['fallbacks_by_reason']}")
+    finish(result, args.out)
+    return 0
+
+
+# -- every query, per backend (issue 15): parse rate, time, graph recall with and without --
+
+
+def bootstrap_ci(diff: list[float], reps: int = 2000, seed: int = 0) -> list[float]:
+    """Paired bootstrap 95% interval of the mean of per-query differences."""
+    if not diff:
+        return [0.0, 0.0]
+    rng = np.random.default_rng(seed)
+    d = np.asarray(diff, dtype=np.float64)
+    means = d[rng.integers(0, len(d), size=(reps, len(d)))].mean(axis=1)
+    return [round(float(np.percentile(means, 2.5)), 4), round(float(np.percentile(means, 97.5)), 4)]
+
+
+def graph_figures(ranked: dict[str, list[str]], gold: dict[str, list[str]]) -> dict[str, float]:
+    from r2adapter.evaluate.metrics import full_chain
+
+    ids = list(gold)
+    n = max(len(ids), 1)
+    return {
+        "recall@2": sum(recall(ranked[i], gold[i], 2) for i in ids) / n,
+        "recall@5": sum(recall(ranked[i], gold[i], 5) for i in ids) / n,
+        "fcr@5": sum(full_chain(ranked[i], gold[i], 5) for i in ids) / n,
+    }
+
+
+def paired(
+    with_: dict[str, list[str]], base: dict[str, list[str]], gold: dict[str, list[str]]
+) -> dict[str, Any]:
+    """Gain over no rewrite, with its paired bootstrap interval, for Recall@5 and FCR@5."""
+    from r2adapter.evaluate.metrics import full_chain
+
+    out: dict[str, Any] = {}
+    for name, fn in (
+        ("recall@5", lambda r, g: recall(r, g, 5)),
+        ("fcr@5", lambda r, g: full_chain(r, g, 5)),
+    ):
+        diff = [fn(with_[i], gold[i]) - fn(base[i], gold[i]) for i in gold]
+        out[f"{name}_gain"] = round(float(np.mean(diff)), 4) if diff else 0.0
+        out[f"{name}_gain_ci95"] = bootstrap_ci(diff)
+    return out
+
+
+def all_queries(dataset: str, backends: list[str], n: int | None, budget: float) -> dict[str, Any]:
+    """Graph retrieval of every complete-gold query of `dataset` on q, on each backend's q′,
+    and on q′ with its triplets seeding PPR; a fallback keeps q."""
+    from r2adapter.evaluate.retrieval import rewrite_summary, stored_queries
+    from r2adapter.retrieve.graph import GraphRetriever
+    from r2adapter.rewrite import Rewriter
+    from r2adapter.store.graph_store import latest_version
+
+    queries = stored_queries(dataset)[:n]
+    indexed = latest_version(dataset) is not None
+    gold = {q.id: q.gold_passage_ids for q in queries}
+    out: dict[str, Any] = {"dataset": dataset, "queries": len(queries), "indexed": indexed}
+    if indexed:
+        plain = GraphRetriever(dataset, seed_triplets=False)
+        seeded = GraphRetriever(dataset, seed_triplets=True)
+        base = {
+            q.id: [h.passage_id for h in plain.retrieve(q.question, 5)]
+            for q in tqdm(queries, desc=f"{dataset} graph (q)", unit="query")
+        }
+        out["without"] = graph_figures(base, gold)
+    for backend in backends:
+        rw = Rewriter(backend=backend, budget_s=budget)
+        rw.warmup()
+        res = {
+            q.id: rw.rewrite(q.question)
+            for q in tqdm(queries, desc=f"{dataset} rewrite {backend}", unit="query")
+        }
+        row: dict[str, Any] = rewrite_summary(backend, list(res.values()), False)
+        row.pop("seed_triplets"), row.pop("applies_to")
+        row["examples"] = [
+            {"query": r.query, "rewritten": r.rewritten, "fallback": r.fallback}
+            for r in list(res.values())[:3]
+        ]
+        if indexed:
+            for name, retriever in (("with", plain), ("with_seeding", seeded)):
+                ranked = {
+                    i: (
+                        [h.passage_id for h in retriever.retrieve(r.rewritten, 5)]
+                        if r.rewritten_ok
+                        else base[i]
+                    )
+                    for i, r in tqdm(res.items(), desc=f"{dataset} graph ({name})", unit="query")
+                }
+                row[name] = {**graph_figures(ranked, gold), **paired(ranked, base, gold)}
+        out[backend] = row
+    return out
+
+
+def main_all_queries(args: Any) -> int:
+    require_db()
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
+    n = args.queries or (30 if args.quick else None)
+    load_before = loadavg()
+    rows = [all_queries(d, backends, n, args.budget) for d in datasets]
+    result = {
+        **new_result("rewriter_all_queries", args.quick, loadavg_1_5_15m_at_start=load_before),
+        "config": {"backends": backends, "datasets": datasets, "queries": n, "budget": args.budget},
+        "datasets": rows,
+        "notes": "Every complete-gold query; graph top 5 of q ('without'), of q' where the "
+        "backend parsed the query ('with'; else q), and of q' with its triplets seeding PPR "
+        "('with_seeding'). *_gain_ci95: paired bootstrap 95% interval of the per-query "
+        "difference against 'without'. ms: the rewrite alone, per query.",
+    }
+    print()
+    for r in rows:
+        w = r.get("without")
+        print(
+            f"{r['dataset']}: {r['queries']} queries" + ("" if r["indexed"] else " (not indexed)")
+        )
+        if w:
+            print(
+                f"  {'none':<22} R@2 {w['recall@2']:.3f}  R@5 {w['recall@5']:.3f}  "
+                f"FCR@5 {w['fcr@5']:.3f}"
+            )
+        for b in backends:
+            x = r[b]
+            print(
+                f"  {b}: parsed {x['parsed']:.1%}, fallbacks {x['fallbacks']}, "
+                f"p50 {x['ms_p50']:.2f} ms, p95 {x['ms_p95']:.2f} ms"
+            )
+            for name in ("with", "with_seeding"):
+                if name in x:
+                    m = x[name]
+                    print(
+                        f"  {b + ' ' + name:<22} R@2 {m['recall@2']:.3f}  R@5 {m['recall@5']:.3f}"
+                        f"  FCR@5 {m['fcr@5']:.3f}  ΔFCR@5 {m['fcr@5_gain']:+.3f} "
+                        f"{m['fcr@5_gain_ci95']}  ΔR@5 {m['recall@5_gain']:+.3f}"
+                    )
     finish(result, args.out)
     return 0
 

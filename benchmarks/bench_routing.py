@@ -1,5 +1,10 @@
 """Routing benchmark (issue 4's targets): every router under one protocol, in one run.
 
+The figures are `r2a evaluate routing`'s (r2adapter/evaluate/routing_report.py: the same
+routers, the same calibration, a champion that fails to load left out with a note); this
+script adds what a benchmark adds: the τ-sweep curves, the targets' checks, timing repeats
+one query at a time, the plot and the MLflow run.
+
 For the training corpus's test split and for each held-out dataset (one the routers never
 saw; all its labelled queries), with the labels of the configured rule:
   - always-dense, always-graph, NER-router (graph iff ≥ 2 spaCy entities), oracle (from
@@ -13,8 +18,8 @@ saw; all its labelled queries), with the labels of the configured rule:
     validation τ* does not carry over: the score distribution moves between corpora);
   - the hybrid Recall@5 vs graph usage curve of each trained router over τ (plotted with
     the baselines as points, PNG next to the JSON, and logged to MLflow);
-  - the LLM-router on the first --llm-queries queries of each set only (the local model
-    answers in seconds);
+  - the LLM-router: the report's, on every query, when an endpoint is configured; else
+    the local SmolLM2 on the first --llm-queries queries of each set only (seconds each);
   - routing latency, one query at a time as the service routes: the fine-tuned router in
     its served runtime (ONNX Runtime) and on torch (with decision agreement), the
     embedding head (also with the query encoding included), the NER-router. The routers
@@ -26,6 +31,7 @@ corpus): `r2a index --dataset musique --openie spacy && r2a label --dataset musi
     .venv/bin/python benchmarks/bench_routing.py                      # 2Wiki test + musique
     .venv/bin/python benchmarks/bench_routing.py --heldout hotpotqa   # another held-out set
     .venv/bin/python benchmarks/bench_routing.py --quick --llm-queries 0   # smoke run
+      (--quick: 20 latency queries; the figures are still on every labelled query)
 """
 
 from __future__ import annotations
@@ -95,34 +101,36 @@ def latency_block(questions: list[str], reps: int, dataset: str) -> dict[str, An
     """Routing latency of each router, one query at a time, interleaved per query.
 
     The routers get the query's retrieval embedding, which both retrievers compute anyway;
-    everything else they do (their own encoder, the dense-evidence features) is timed.
+    everything else they do (their own encoder, the dense-evidence features) is timed. A
+    router without a champion is left out, as the report leaves it out.
     """
     import torch
 
     from r2adapter.index.encoder import get_encoder
-    from r2adapter.registry.models import load_router
+    from r2adapter.retrieve.graph_index import GRAPHS
     from r2adapter.route.baselines import NERRouter
     from r2adapter.route.trained import RouterConfig, TrainedRouter
 
-    r2a, _ = load_router("r2a", "champion")
-    emb, _ = load_router("r2a_embed", "champion")
-    r2a.bind(dataset)
-    emb.bind(dataset)
-    # the same weights on torch, for comparison
-    f32 = TrainedRouter(RouterConfig(**{**r2a.cfg.__dict__, "runtime": "torch"}), r2a.net)
-    f32.bind(dataset)
-    ner = NERRouter()
-    enc = get_encoder(emb.cfg.encoder)
+    champions = load_champions(dataset)
     qs = questions[:reps]
+    enc = get_encoder()
     vecs = enc.encode(qs)
-    calls = {
-        "r2a": lambda i: r2a.score([qs[i]], vecs[i : i + 1]),  # as served (r2a_runtime)
-        "r2a_torch": lambda i: f32.score([qs[i]], vecs[i : i + 1]),
-        "r2a_embed_head": lambda i: emb.score([qs[i]], vecs[i : i + 1]),
-        "r2a_embed_with_encoding": lambda i: emb.score([qs[i]], enc.encode([qs[i]])),
-        "query_encoding": lambda i: enc.encode([qs[i]]),
-        "ner": lambda i: ner.route([qs[i]]),
-    }
+    calls: dict[str, Any] = {}
+    out: dict[str, Any] = {}
+    r2a, emb = champions.get("r2a"), champions.get("r2a_embed")
+    if r2a is not None:
+        # the same weights on torch, for comparison
+        f32 = TrainedRouter(RouterConfig(**{**r2a.cfg.__dict__, "runtime": "torch"}), r2a.net)
+        f32.bind(dataset, GRAPHS)
+        calls["r2a"] = lambda i: r2a.score([qs[i]], vecs[i : i + 1])  # as served (r2a_runtime)
+        calls["r2a_torch"] = lambda i: f32.score([qs[i]], vecs[i : i + 1])
+    if emb is not None:
+        enc = get_encoder(emb.cfg.encoder)
+        calls["r2a_embed_head"] = lambda i: emb.score([qs[i]], vecs[i : i + 1])
+        calls["r2a_embed_with_encoding"] = lambda i: emb.score([qs[i]], enc.encode([qs[i]]))
+    ner = NERRouter()
+    calls["query_encoding"] = lambda i: enc.encode([qs[i]])
+    calls["ner"] = lambda i: ner.route([qs[i]])
     for fn in calls.values():  # warm-up (lazy loads, first-call allocations)
         fn(0)
     ms: dict[str, list[float]] = {k: [] for k in calls}
@@ -133,13 +141,50 @@ def latency_block(questions: list[str], reps: int, dataset: str) -> dict[str, An
             t0 = time.perf_counter()
             calls[name](i)
             ms[name].append((time.perf_counter() - t0) * 1000)
-    d_served, d32 = r2a.route(qs), f32.route(qs)
-    out: dict[str, Any] = {k: summary_ms(v) for k, v in ms.items()}
-    out["r2a_runtime"] = r2a.runtime
-    out["r2a_torch_decision_agreement"] = float(np.mean(d_served == d32))
+    out.update({k: summary_ms(v) for k, v in ms.items()})
+    if r2a is not None:
+        out["r2a_runtime"] = r2a.runtime
+        out["r2a_torch_decision_agreement"] = float(np.mean(r2a.route(qs) == f32.route(qs)))
     out["torch_threads"] = torch.get_num_threads()
     out["queries"] = len(qs)
     return out
+
+
+def load_champions(dataset: str) -> dict[str, Any]:
+    """The champions that load, bound to `dataset` (a missing one is the report's note)."""
+    from r2adapter.errors import R2AError
+    from r2adapter.loop import ROUTERS
+    from r2adapter.registry.models import load_router
+    from r2adapter.retrieve.graph_index import GRAPHS
+
+    out = {}
+    for kind in (r.name for r in ROUTERS):
+        try:
+            router, _ = load_router(kind, "champion")
+            out[kind] = router.bind(dataset, GRAPHS)  # the retrievers' graph cache
+        except R2AError:
+            continue
+    return out
+
+
+def llm_subset(records: list[Any], n: int) -> tuple[dict[str, Any] | None, str]:
+    """The LLM-router on the first `n` queries with the configured or the local model (the
+    local one takes seconds a query): the result and a note."""
+    from r2adapter.errors import R2AError
+    from r2adapter.evaluate.routing import evaluate_routers
+    from r2adapter.route.baselines import LLMRouter
+
+    if n <= 0:
+        return None, "LLM-router skipped (--llm-queries 0)"
+    try:
+        from r2adapter.llm.base import get_llm
+
+        client = get_llm(default_local=True)
+        sub = records[:n]
+        result = evaluate_routers([LLMRouter(client)], sub, None)["llm"]
+        return result, f"LLM-router ({type(client).__name__}) on the first {len(sub)} queries only"
+    except R2AError as e:
+        return None, f"LLM-router skipped: {e}"
 
 
 def evaluate_set(
@@ -147,83 +192,49 @@ def evaluate_set(
     split: str,
     rule: str,
     llm_queries: int,
-    limit: int | None,
     calibrate: float | None = None,
 ) -> dict[str, Any]:
-    """Every router on one labelled split. With `calibrate`, each trained router is also
-    run as `<name>_budget`: τ set so that this share of the corpus's questions goes to
-    graph (label-free, r2adapter.route.trained.TrainedRouter.calibrate)."""
-    from r2adapter.errors import R2AError
+    """Every router on one labelled split: `routing_report`'s figures. With `calibrate`,
+    each trained router is also reported as `<name>_budget`: the report's run with τ set so
+    that this share of the corpus's questions goes to graph (label-free). Added here: the
+    τ-sweep curve of each champion and the targets' checks."""
     from r2adapter.evaluate.metrics import recall_at_k
-    from r2adapter.evaluate.retrieval import stored_queries
-    from r2adapter.evaluate.routing import evaluate_routers, recovered_gain
+    from r2adapter.evaluate.routing import recovered_gain
+    from r2adapter.evaluate.routing_report import routing_report
     from r2adapter.index.encoder import get_encoder
     from r2adapter.label.annotate import db_labels
-    from r2adapter.registry.models import load_router
-    from r2adapter.route.base import Router
-    from r2adapter.route.baselines import (
-        AlwaysDense,
-        AlwaysGraph,
-        LLMRouter,
-        NERRouter,
-        OracleRouter,
-    )
 
-    records = db_labels(dataset, rule, split)[:limit]
-    questions = [r.question for r in records]
-    routers: list[Router] = [
-        AlwaysDense(),
-        AlwaysGraph(),
-        NERRouter(),
-        OracleRouter({r.question: r.preference for r in records}),
-    ]
-    versions = {}
-    for kind in ("r2a", "r2a_embed"):
-        router, versions[kind] = load_router(kind, "champion")
-        routers.append(router.bind(dataset))
-    notes = []
-    emb = get_encoder().encode(questions)
-    results = evaluate_routers(routers, records, emb)
+    report = routing_report(dataset, split, rule)
+    results: dict[str, Any] = dict(report["routers"])  # type: ignore[call-overload]
+    versions: dict[str, Any] = dict(report["champion_versions"])  # type: ignore[call-overload]
+    notes: list[str] = list(report["notes"])  # type: ignore[call-overload]
     taus: dict[str, dict[str, float]] = {}
     if calibrate is not None:
-        corpus = [q.question for q in stored_queries(dataset, complete_only=False)]
-        corpus_emb = get_encoder().encode(corpus)
-        for router in [r for r in routers if r.name in versions]:
-            tau_star = router.tau
-            tau = router.calibrate(corpus, calibrate, corpus_emb)  # type: ignore[attr-defined]
-            taus[router.name] = {"tau_star": tau_star, "tau_calibrated": tau}
-            results[f"{router.name}_budget"] = evaluate_routers([router], records, emb)[router.name]
-            router.tau = tau_star
-    if llm_queries > 0:
-        # the local model takes seconds a query: the LLM-router sees the first N queries only
-        try:
-            from r2adapter.llm.base import get_llm
-
-            client = get_llm(default_local=True)
-            sub = records[:llm_queries]
-            results["llm"] = evaluate_routers([LLMRouter(client)], sub, None)["llm"]
-            notes.append(
-                f"LLM-router ({type(client).__name__}) on the first {len(sub)} queries only"
-            )
-        except R2AError as e:
-            notes.append(f"LLM-router skipped: {e}")
-    else:
-        notes.append("LLM-router skipped (--llm-queries 0)")
+        cal = routing_report(dataset, split, rule, calibrate)
+        taus = cal["calibration"]["taus"]  # type: ignore[index]
+        for name in taus:
+            results[f"{name}_budget"] = cal["routers"][name]  # type: ignore[index]
+        notes += [n for n in cal["notes"] if n not in notes]  # type: ignore[attr-defined]
+    records = db_labels(dataset, rule, split)
+    if "llm" not in results:  # no endpoint configured: the local model, on a few queries
+        llm, note = llm_subset(records, llm_queries)
+        notes.append(note)
+        if llm is not None:
+            results["llm"] = llm
+    questions = [r.question for r in records]
+    emb = get_encoder().encode(questions)
     dense = np.array([recall_at_k(r.dense_top, r.gold, 5) for r in records])
     graph = np.array([recall_at_k(r.graph_top, r.gold, 5) for r in records])
     curves = {}
-    for router in routers:
-        if router.name in ("r2a", "r2a_embed"):
-            p_d, p_g = (
-                router.score(questions, emb)  # type: ignore[call-arg]
-                if getattr(router, "uses_embedding", False)
-                else router.score(questions)
-            )
-            curves[router.name] = hybrid_curve(np.asarray(p_g) - np.asarray(p_d), dense, graph)
+    for name, router in load_champions(dataset).items():
+        if name in versions:
+            p_d, p_g = router.score(questions, emb)
+            curves[name] = hybrid_curve(np.asarray(p_g) - np.asarray(p_d), dense, graph)
     best_single = max(results["always_dense"]["recall@5"], results["always_graph"]["recall@5"])
     checks = {}
     for name in [n for v in versions for n in (v, f"{v}_budget") if n in results]:
         r = results[name]
+        base = name.removesuffix("_budget")
         checks[name] = {
             "hybrid_recall@5": r["recall@5"],
             "best_single_recall@5": best_single,
@@ -236,9 +247,11 @@ def evaluate_set(
             # the best the router's ranking reaches inside the graph budget, τ free
             "best_recall@5_within_budget": max(
                 p["recall@5"]
-                for p in curves[name.removesuffix("_budget")]
+                for p in curves[base]
                 if p["graph_usage"] <= TARGETS["max_graph_usage"] + 1e-9
-            ),
+            )
+            if base in curves
+            else None,
         }
     return {
         "dataset": dataset,
@@ -312,6 +325,10 @@ def log_mlflow(payload: dict[str, Any], png: Path, out: Path) -> str | None:
         return str(run.info.run_id)
 
 
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
 def table(key: str, s: dict[str, Any]) -> str:
     head = f"{'router':<12}{'usage':>7}{'R@5':>7}{'R@2':>7}{'P_g':>7}{'R_g':>7}{'F1_g':>7}"
     head += f"{'p50 ms':>9}"
@@ -330,7 +347,7 @@ def table(key: str, s: dict[str, Any]) -> str:
             f"  {name}: hybrid {c['hybrid_recall@5']:.3f} vs best single "
             f"{c['best_single_recall@5']:.3f} ({ok_r}), usage {c['graph_usage']:.2f} ({ok_u}),"
             f" beats NER F1: {c['beats_ner_f1']}, PGR {pgr},"
-            f" best R@5 at usage ≤ 0.5: {c['best_recall@5_within_budget']:.3f}"
+            f" best R@5 at usage ≤ 0.5: {_fmt(c['best_recall@5_within_budget'])}"
         )
     return "\n".join(lines)
 
@@ -352,7 +369,11 @@ def main(argv: list[str] | None = None) -> int:
         help="queries per set for the LLM-router (seconds each with the local model; 0 skips)",
     )
     ap.add_argument("--latency-queries", type=int, default=200)
-    ap.add_argument("--quick", action="store_true", help="20 queries per set, 20 for latency")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="20 latency queries (the figures: every labelled query)",
+    )
     ap.add_argument("--no-mlflow", action="store_true")
     ap.add_argument("--out", type=Path, default=RESULTS / "routing.json")
     args = ap.parse_args(argv)
@@ -363,7 +384,6 @@ def main(argv: list[str] | None = None) -> int:
     require_db()
     train_ds = dataset_name(args.dataset or pipeline_dataset())
     rule = args.rule or label_params().rule
-    limit = 20 if args.quick else None
     payload: dict[str, Any] = {
         "benchmark": "routing",
         "timestamp": timestamp(),
@@ -373,13 +393,13 @@ def main(argv: list[str] | None = None) -> int:
     }
     try:
         key = f"{train_ds}:{args.split}"
-        payload["sets"][key] = evaluate_set(train_ds, args.split, rule, args.llm_queries, limit)
+        payload["sets"][key] = evaluate_set(train_ds, args.split, rule, args.llm_queries)
         print(table(key, payload["sets"][key]), flush=True)
         for ds in args.heldout or ["musique"]:
             ds = dataset_name(ds)
             if ds == train_ds:
                 die(f"'{ds}' is the training corpus, not a held-out dataset")
-            s = evaluate_set(ds, "all", rule, args.llm_queries, limit, TARGETS["max_graph_usage"])
+            s = evaluate_set(ds, "all", rule, args.llm_queries, TARGETS["max_graph_usage"])
             s["held_out"] = True
             payload["sets"][f"{ds}:all"] = s
             print("\n" + table(f"{ds}:all", s), flush=True)
@@ -394,16 +414,7 @@ def main(argv: list[str] | None = None) -> int:
     except R2AError as e:
         die(str(e))
     lat = payload["latency"]
-    payload["latency_checks"] = {
-        "r2a_p50_ms": lat["r2a"]["p50_ms"],
-        "r2a_within_target": lat["r2a"]["p50_ms"] <= TARGETS["r2a_p50_ms"],
-        "r2a_torch_within_target": lat["r2a_torch"]["p50_ms"] <= TARGETS["r2a_p50_ms"],
-        "r2a_embed_head_within_target": lat["r2a_embed_head"]["p50_ms"]
-        <= TARGETS["r2a_embed_p50_ms"],
-        "r2a_faster_than_ner": lat["r2a"]["p50_ms"] < lat["ner"]["p50_ms"],
-        "r2a_torch_faster_than_ner": lat["r2a_torch"]["p50_ms"] < lat["ner"]["p50_ms"],
-        "r2a_embed_faster_than_ner": lat["r2a_embed_head"]["p50_ms"] < lat["ner"]["p50_ms"],
-    }
+    payload["latency_checks"] = latency_checks(lat)
     print(f"\nrouting latency, one query at a time ({lat['queries']} queries):")
     for name in (
         "r2a",
@@ -413,11 +424,14 @@ def main(argv: list[str] | None = None) -> int:
         "query_encoding",
         "ner",
     ):
-        print(f"  {name:<26} p50 {lat[name]['p50_ms']:7.2f} ms   p95 {lat[name]['p95_ms']:7.2f} ms")
-    print(
-        f"  r2a served on {lat['r2a_runtime']}; decisions equal to torch's: "
-        f"{lat['r2a_torch_decision_agreement']:.1%}"
-    )
+        if name in lat:
+            p50, p95 = lat[name]["p50_ms"], lat[name]["p95_ms"]
+            print(f"  {name:<26} p50 {p50:7.2f} ms   p95 {p95:7.2f} ms")
+    if "r2a_runtime" in lat:
+        print(
+            f"  r2a served on {lat['r2a_runtime']}; decisions equal to torch's: "
+            f"{lat['r2a_torch_decision_agreement']:.1%}"
+        )
     payload["machine"]["loadavg_1_5_15m_at_end"] = loadavg()
     out = save_json(args.out, payload)
     png = plot_curves(payload["sets"], out.with_suffix(".png"))
@@ -426,6 +440,23 @@ def main(argv: list[str] | None = None) -> int:
         save_json(out, payload)
     print(f"saved {out} and {png}")
     return 0
+
+
+def latency_checks(lat: dict[str, Any]) -> dict[str, Any]:
+    """The latency targets, for the routers that were timed."""
+    ner = lat["ner"]["p50_ms"]
+    out: dict[str, Any] = {}
+    if "r2a" in lat:
+        out["r2a_p50_ms"] = lat["r2a"]["p50_ms"]
+        out["r2a_within_target"] = lat["r2a"]["p50_ms"] <= TARGETS["r2a_p50_ms"]
+        out["r2a_torch_within_target"] = lat["r2a_torch"]["p50_ms"] <= TARGETS["r2a_p50_ms"]
+        out["r2a_faster_than_ner"] = lat["r2a"]["p50_ms"] < ner
+        out["r2a_torch_faster_than_ner"] = lat["r2a_torch"]["p50_ms"] < ner
+    if "r2a_embed_head" in lat:
+        head = lat["r2a_embed_head"]["p50_ms"]
+        out["r2a_embed_head_within_target"] = head <= TARGETS["r2a_embed_p50_ms"]
+        out["r2a_embed_faster_than_ner"] = head < ner
+    return out
 
 
 def _questions(dataset: str, split: str, rule: str) -> list[str]:

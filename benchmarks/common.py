@@ -18,9 +18,12 @@ from typing import Any
 
 import numpy as np
 
+from r2adapter.config import DEFAULT_DATASET
+from r2adapter.route.kinds import TRAINED_ROUTERS
+
 RESULTS = Path(__file__).resolve().parent / "results"
-FALLBACK_DATASET = "2wikimultihopqa"  # what the service serves when nothing says otherwise
-ROUTERS = ("r2a", "r2a_embed")
+FALLBACK_DATASET = DEFAULT_DATASET  # what the service serves when nothing says otherwise
+ROUTERS = tuple(TRAINED_ROUTERS)
 
 
 def pct(values: Sequence[float], q: float) -> float:

@@ -179,13 +179,14 @@ def database(mode: str, root: Path | None, name: str, keep: bool = False) -> Ite
         "MLFLOW_TRACKING_URI": f"sqlite:///{base / 'mlflow.db'}",
     }
     env.pop("R2A_DATABASE_URL", None)
-    url = f"postgresql://postgres@127.0.0.1:{port}/r2adapter"
-    db = Database(env, url, f"scratch {base / 'pgdata'} port {port}", scratch=True)
+    where = f"scratch {base / 'pgdata'} port {port}"
     started = False
     try:
         run_r2a(["db", "up"], env, timeout=180)
         started = True
-        yield db
+        # the URL carries the generated password (SCRAM), so ask `r2a db url` for it
+        url = run_r2a(["db", "url"], env, timeout=60).stdout.strip()
+        yield Database(env, url, where, scratch=True)
     finally:
         if started or (base / "pgdata" / "postmaster.pid").exists():
             try:

@@ -11,22 +11,15 @@ from components._base import r2a_component
 def evaluate(dataset: str, metrics: Output[Metrics], report: Output[Artifact]) -> float:
     """Returns the champion's hybrid Recall@5 on the test split (-1 without a champion)."""
     import json
-    import numbers
 
     from r2adapter import steps
-
-    def log(prefix: str, values: dict) -> None:
-        for key, value in values.items():
-            if isinstance(value, numbers.Real) and not isinstance(value, bool):
-                metrics.log_metric(f"{prefix}_{key.replace('@', '_at_')}", round(float(value), 6))
+    from r2adapter.evaluate.reports import RetrievalReport, RoutingReport
 
     retrieval = steps.evaluate_retrieval(dataset)
-    for mode, m in retrieval["modes"].items():
-        log(f"retrieval_{mode}", m)
     routing = steps.evaluate_routing(dataset, "test")
-    for router, m in routing["routers"].items():
-        log(f"routing_{router}", m)
-    log("pgr", {k: v for k, v in routing["pgr"].items() if v is not None})
+    for result in (RetrievalReport(retrieval), RoutingReport(routing)):
+        for key, value in result.metrics().items():
+            metrics.log_metric(key, value)
     for note in routing["notes"]:
         print(f"note: {note}")
     with open(report.path, "w") as f:

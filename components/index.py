@@ -22,11 +22,8 @@ def index(dataset: str, openie: str, data_fingerprint: str, metrics: Output[Metr
     what = "new index version" if r.created else "index up to date, nothing rebuilt:"
     print(f"{r.dataset}: {what} {r.version} ({r.encoder}, openie {r.openie})")
     print(f"data fingerprint {data_fingerprint}")
-    for key, value in r.counts.items():
+    for key, value in r.metrics().items():
         metrics.log_metric(key, value)
-    for key, value in r.timings.items():
-        metrics.log_metric(f"seconds_{key}", round(value, 3))
-    metrics.log_metric("index_version", r.version)
     metrics.metadata["encoder"] = r.encoder
     metrics.metadata["openie"] = r.openie
     return namedtuple("Outputs", ["version", "created"])(r.version, r.created)

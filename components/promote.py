@@ -26,11 +26,7 @@ def promote(kind: str, dataset: str, version: str, metrics: Output[Metrics]) -> 
     print(f"{r.kind}: {verb}: candidate v{r.candidate} vs champion {before}")
     print("; ".join(r.reasons))
 
-    metrics.log_metric("promoted", int(r.promoted))
-    metrics.log_metric("candidate_version", int(r.candidate))
-    metrics.log_metric("champion_before_version", int(r.champion_before or 0))
-    for who, m in (("candidate", r.candidate_metrics), ("champion", r.champion_metrics)):
-        for key, value in (m or {}).items():
-            metrics.log_metric(f"{who}_{key.replace('@', '_at_')}", round(value, 6))
+    for key, value in r.metrics().items():
+        metrics.log_metric(key, value)
     metrics.metadata["reasons"] = "; ".join(r.reasons)
     return bool(r.promoted)

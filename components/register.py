@@ -17,7 +17,8 @@ def register(model: Input[Model], pipeline_run: str, metrics: Output[Metrics]) -
     import json
     from collections import namedtuple
 
-    from r2adapter.registry.models import GATE_METRICS, alias_version, client, tag_key
+    from r2adapter.evaluate.metrics import metric_key
+    from r2adapter.registry.models import GATE_METRICS, alias_version, client
 
     with open(model.path) as f:
         ref = json.load(f)
@@ -41,8 +42,8 @@ def register(model: Input[Model], pipeline_run: str, metrics: Output[Metrics]) -
 
     metrics.log_metric("version", int(version))
     for m in GATE_METRICS:
-        if tag_key(m) in mv.tags:
-            metrics.log_metric(f"gate_{tag_key(m)}", float(mv.tags[tag_key(m)]))
+        if metric_key(m) in mv.tags:
+            metrics.log_metric(f"gate_{metric_key(m)}", float(mv.tags[metric_key(m)]))
     metrics.metadata.update({"model": name, "model_version": version, "run_id": mv.run_id})
     uri = f"models:/{name}/{version}"
     print(f"{uri}: READY, alias candidate, from run {mv.run_id[:8]}, pipeline run {pipeline_run}")

@@ -69,12 +69,8 @@ def train(
     Path(model.path).write_text(json.dumps(ref, indent=2) + "\n")
     model.metadata.update(ref)
 
-    metrics.log_metric("tau_star", r.tau)
-    metrics.log_metric("best_step", r.best_step)
-    metrics.log_metric("steps", r.steps)
-    metrics.log_metric("train_seconds", round(r.seconds, 1))
-    for key, value in r.test.items():
-        metrics.log_metric(f"test_{key.replace('@', '_at_')}", round(value, 6))
+    for key, value in r.metrics().items():
+        metrics.log_metric(key, value)
     print(
         f"{r.kind}: registered {registered} version {r.version} as candidate (run {r.run_id[:8]});"
         f" τ* {r.tau:.2f} at step {r.best_step}/{r.steps} on {r.accelerator}, {r.seconds:.0f} s"

@@ -23,7 +23,7 @@ def validate(dataset: str, metrics: Output[Metrics]) -> NamedTuple(
     report = steps.validate(dataset)
     for check in report.checks:
         print(check.line())
-    failed = [c for c in report.checks if not c.success]
+    failed = report.failed
     name, folder = resolve_dataset_dir(dataset)
     digest = hashlib.md5()
     for path in sorted(folder.glob("*.json")):
@@ -33,11 +33,8 @@ def validate(dataset: str, metrics: Output[Metrics]) -> NamedTuple(
                 digest.update(block)
     fingerprint = digest.hexdigest()
 
-    metrics.log_metric("passages", report.n_passages)
-    metrics.log_metric("queries", report.n_queries)
-    metrics.log_metric("complete_gold", report.n_complete)
-    metrics.log_metric("expectations", len(report.checks))
-    metrics.log_metric("failed", len(failed))
+    for key, value in report.metrics().items():
+        metrics.log_metric(key, value)
     metrics.metadata["dataset_fingerprint"] = fingerprint
     if failed:
         raise RuntimeError(

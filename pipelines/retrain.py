@@ -1,10 +1,14 @@
-"""The retraining pipeline (Kubeflow Pipelines v2).
+"""The retraining pipeline (Kubeflow Pipelines v2): the loop of r2adapter/loop.py.
 
     validate ─▶ index ─▶ label-shards ─▶ ParallelFor: label-shard ─▶ label-merge
                                                                         │ labels
-    deploy ◀── If promoted ◀── promote ◀── register ◀── train (GPU) ◀───┘
-                                  │                      model
-                               evaluate
+    deploy ◀── If promoted ◀── promote ◀── register ◀── train (GPU) ◀───┘  one branch
+                                  │                      model              per router
+                               evaluate (after every router's promote)
+
+Each router of `r2adapter.loop.ROUTERS` (r2a: the fine-tuned MiniLM, r2a_embed: the head
+over the retrieval embedding) gets its own train → register → promote → deploy branch; KFP
+names the second branch's tasks train-2, register-2, ... (shown as "train r2a_embed").
 
 `retrain_pipeline` is what Kubeflow runs (compiled to pipelines/retrain.yaml:
 `python -m pipelines.retrain`). `local_pipeline` is the same graph of the same components
@@ -25,7 +29,10 @@ from typing import Any
 from kfp import compiler, dsl, kubernetes
 
 import components as c
+from r2adapter.config import DEFAULT_DATASET
 from r2adapter.errors import R2AError
+from r2adapter.index.openie import OPENIE_BACKENDS
+from r2adapter.loop import ROUTERS
 from r2adapter.steps import SHIPPED_DATASETS as DATASETS
 
 PIPELINE_YAML = Path(__file__).resolve().with_name("retrain.yaml")
@@ -33,16 +40,14 @@ PIPELINE_NAME = "r2adapter-retrain"
 
 # ---- parameters ---------------------------------------------------------------------------
 
-OPENIE_BACKENDS = ("precomputed", "spacy", "llm")
 MAX_LABEL_SHARDS = 256
 
-# The run's defaults. The router's numbers default to 0, meaning "as params.yaml says"
-# (`router:` and `router_<backbone>:`, read by the train task in the image, as `r2a train`
-# does); `pipelines.submit` resolves them at submission and sends the actual values.
+# The run's defaults. The router's numbers default to 0, meaning "as params.yaml says" for
+# each router (`router:` and `router_<backbone>:`, read by the train tasks in the image, as
+# `r2a train` does); a number given overrides it for every router of the loop.
 DEFAULTS: dict[str, Any] = {
-    "dataset": "2wikimultihopqa",  # = params.yaml pipeline.dataset
+    "dataset": DEFAULT_DATASET,  # = params.yaml pipeline.dataset
     "openie": "spacy",  # = params.yaml pipeline.openie
-    "backbone": "minilm",
     "epochs": 0,
     "eval_every_n_steps": 0,
     "tau_step": 0.0,
@@ -83,15 +88,15 @@ LLM = {"R2A_LLM_BASE_URL": "R2A_LLM_BASE_URL", "R2A_LLM_MODEL": "R2A_LLM_MODEL"}
 def validate_params(
     dataset: str = DEFAULTS["dataset"],
     openie: str = DEFAULTS["openie"],
-    backbone: str = DEFAULTS["backbone"],
     epochs: int | None = None,
     eval_every_n_steps: int | None = None,
     tau_step: float | None = None,
     n_label_shards: int = DEFAULTS["n_label_shards"],
 ) -> dict[str, Any]:
     """The run's arguments, all explicit, or an R2AError with a one-line reason. Contacts
-    nothing. The router's fields (None: from params.yaml) go through
-    `r2adapter.config.router_params`, the same check and defaults as `r2a train`."""
+    nothing. The router's fields (None: from params.yaml, sent as 0) go through
+    `r2adapter.config.router_params` for every router of the loop, the same check as
+    `r2a train`."""
     from r2adapter.config import router_params
 
     if dataset not in DATASETS:
@@ -100,8 +105,6 @@ def validate_params(
         raise R2AError(
             f"unknown OpenIE backend '{openie}': choose one of {', '.join(OPENIE_BACKENDS)}"
         )
-    if not isinstance(backbone, str) or not backbone.strip():
-        raise R2AError("backbone must be a name: minilm, embedding or a transformers model")
     for name, value in (
         ("epochs", epochs),
         ("eval_every_n_steps", eval_every_n_steps),
@@ -117,16 +120,16 @@ def validate_params(
         raise R2AError(
             f"n_label_shards must be between 1 and {MAX_LABEL_SHARDS}, not {n_label_shards}"
         )
-    p = router_params(
-        backbone, epochs=epochs, eval_every_n_steps=eval_every_n_steps, tau_step=tau_step
-    )
+    for r in ROUTERS:
+        router_params(
+            r.backbone, epochs=epochs, eval_every_n_steps=eval_every_n_steps, tau_step=tau_step
+        )
     return {
         "dataset": dataset,
         "openie": openie,
-        "backbone": p.backbone,
-        "epochs": p.epochs,
-        "eval_every_n_steps": p.eval_every_n_steps,
-        "tau_step": float(p.tau_step),
+        "epochs": epochs or 0,
+        "eval_every_n_steps": eval_every_n_steps or 0,
+        "tau_step": float(tau_step or 0.0),
         "n_label_shards": n_label_shards,
     }
 
@@ -161,7 +164,6 @@ def _in_cluster(
 def _graph(
     dataset: Any,
     openie: Any,
-    backbone: Any,
     epochs: Any,
     eval_every_n_steps: Any,
     tau_step: Any,
@@ -201,44 +203,51 @@ def _graph(
     merge.set_caching_options(True)
     k8s(merge, secrets=DB)
 
-    train = c.train(
-        dataset=dataset,
-        backbone=backbone,
-        epochs=epochs,
-        eval_every_n_steps=eval_every_n_steps,
-        tau_step=tau_step,
-        labels=merge.outputs["labels"],
-    ).set_caching_options(True)
-    if cluster:
-        train.set_accelerator_type(GPU_RESOURCE).set_accelerator_limit(1)
-        kubernetes.add_node_selector(train, *GPU_NODE_SELECTOR)
-        kubernetes.add_toleration(train, **GPU_TOLERATION)
-    k8s(train, config=MLFLOW)
+    promotes = []
+    for r in ROUTERS:  # r2adapter/loop.py: one branch per router, in the loop's order
+        train = c.train(
+            dataset=dataset,
+            backbone=r.backbone,
+            epochs=epochs,
+            eval_every_n_steps=eval_every_n_steps,
+            tau_step=tau_step,
+            labels=merge.outputs["labels"],
+        ).set_caching_options(True)
+        train.set_display_name(f"train {r.name}")
+        if cluster:
+            train.set_accelerator_type(GPU_RESOURCE).set_accelerator_limit(1)
+            kubernetes.add_node_selector(train, *GPU_NODE_SELECTOR)
+            kubernetes.add_toleration(train, **GPU_TOLERATION)
+        k8s(train, config=MLFLOW)
 
-    register = c.register(
-        model=train.outputs["model"], pipeline_run=dsl.PIPELINE_JOB_ID_PLACEHOLDER
-    ).set_caching_options(False)
-    k8s(register, config=MLFLOW, retry=True)
-
-    promote = c.promote(
-        kind=train.outputs["kind"], dataset=dataset, version=register.outputs["version"]
-    ).set_caching_options(False)
-    k8s(promote, secrets=DB, config=MLFLOW, retry=True)
-
-    evaluate = c.evaluate(dataset=dataset).after(promote).set_caching_options(False)
-    k8s(evaluate, secrets={**DB, **LLM_KEY}, config={**MLFLOW, **LLM}, retry=True)
-
-    # promote's return value (`promoted`) is its single parameter output, named "Output":
-    # kfp.local resolves a condition only on outputs named so (its condition evaluator).
-    promoted = promote.outputs["Output"]
-    with dsl.If(promoted == True, name="champion-moved"):  # noqa: E712 (a DSL expression)
-        deploy = c.deploy(
-            model_name=train.outputs["name"],
-            version=register.outputs["version"],
-            namespace=SERVING_NAMESPACE,
-            deployment=SERVING_DEPLOYMENT,
+        register = c.register(
+            model=train.outputs["model"], pipeline_run=dsl.PIPELINE_JOB_ID_PLACEHOLDER
         ).set_caching_options(False)
-        k8s(deploy, config=MLFLOW, retry=True)
+        register.set_display_name(f"register {r.name}")
+        k8s(register, config=MLFLOW, retry=True)
+
+        promote = c.promote(
+            kind=train.outputs["kind"], dataset=dataset, version=register.outputs["version"]
+        ).set_caching_options(False)
+        promote.set_display_name(f"promote {r.name}")
+        k8s(promote, secrets=DB, config=MLFLOW, retry=True)
+        promotes.append(promote)
+
+        # promote's return value (`promoted`) is its single parameter output, named "Output":
+        # kfp.local resolves a condition only on outputs named so (its condition evaluator).
+        promoted = promote.outputs["Output"]
+        with dsl.If(promoted == True, name=f"champion-moved-{r.name}"):  # noqa: E712 (DSL)
+            deploy = c.deploy(
+                model_name=train.outputs["name"],
+                version=register.outputs["version"],
+                namespace=SERVING_NAMESPACE,
+                deployment=SERVING_DEPLOYMENT,
+            ).set_caching_options(False)
+            deploy.set_display_name(f"deploy {r.name}")
+            k8s(deploy, config=MLFLOW, retry=True)
+
+    evaluate = c.evaluate(dataset=dataset).after(*promotes).set_caching_options(False)
+    k8s(evaluate, secrets={**DB, **LLM_KEY}, config={**MLFLOW, **LLM}, retry=True)
 
 
 def _pipeline(name: str, description: str, cluster: bool) -> Any:
@@ -248,15 +257,12 @@ def _pipeline(name: str, description: str, cluster: bool) -> Any:
     def pipeline(
         dataset: str = DEFAULTS["dataset"],
         openie: str = DEFAULTS["openie"],
-        backbone: str = DEFAULTS["backbone"],
         epochs: int = DEFAULTS["epochs"],
         eval_every_n_steps: int = DEFAULTS["eval_every_n_steps"],
         tau_step: float = DEFAULTS["tau_step"],
         n_label_shards: int = DEFAULTS["n_label_shards"],
     ) -> None:
-        _graph(
-            dataset, openie, backbone, epochs, eval_every_n_steps, tau_step, n_label_shards, cluster
-        )
+        _graph(dataset, openie, epochs, eval_every_n_steps, tau_step, n_label_shards, cluster)
 
     return dsl.pipeline(name=name, description=description)(pipeline)
 
@@ -264,8 +270,8 @@ def _pipeline(name: str, description: str, cluster: bool) -> Any:
 # What Kubeflow runs (compiled to pipelines/retrain.yaml).
 retrain_pipeline = _pipeline(
     PIPELINE_NAME,
-    "R2Adapter router retraining: validate, index, label (sharded), train on a "
-    "GPU, register, promotion gate, evaluate, and deploy when the champion moved.",
+    "R2Adapter router retraining: validate, index, label (sharded), then for each router "
+    "train on a GPU, register, promotion gate, deploy when its champion moved; evaluate.",
     cluster=True,
 )
 # The same graph without the cluster configuration: kfp.local ignores the platform spec

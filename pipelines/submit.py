@@ -44,7 +44,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", required=True, help="KFP API, e.g. $KFP_HOST")
     p.add_argument("--dataset", default=DEFAULTS["dataset"])
     p.add_argument("--openie", default=DEFAULTS["openie"])
-    p.add_argument("--backbone", default=DEFAULTS["backbone"])
     p.add_argument("--epochs", type=int, default=None, help="default: params.yaml")
     p.add_argument("--eval-every-n-steps", type=int, default=None, help="default: params.yaml")
     p.add_argument("--tau-step", type=float, default=None, help="default: params.yaml")
@@ -71,7 +70,6 @@ def submit(args: argparse.Namespace, client: Any = None) -> str:
     arguments = validate_params(
         dataset=args.dataset,
         openie=args.openie,
-        backbone=args.backbone,
         epochs=args.epochs,
         eval_every_n_steps=args.eval_every_n_steps,
         tau_step=args.tau_step,

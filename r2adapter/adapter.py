@@ -64,7 +64,8 @@ class Route:
     decision: str
     p_dense: float
     p_graph: float
-    qvec: np.ndarray | None  # the query embedding, when the router computed it
+    qvec: np.ndarray | None  # the query embedding, when the router read it
+    rewrite: bool = False  # graph-bound with low confidence (eq. 7): rewrite before retrieval
 
 
 class R2Adapter:
@@ -75,23 +76,19 @@ class R2Adapter:
         graph: Retriever,
         encoder: Encoder,
         rewriter: RewriterLike | None = None,
-        epsilon: float = 0.6,
         answerer: Callable[[str, list[Hit]], str] | None = None,
     ) -> None:
+        """τ and ε are the router's (its decision, r2adapter/route/decision.py)."""
         self.router, self.dense, self.graph, self.encoder = router, dense, graph, encoder
-        self.rewriter, self.epsilon, self.answerer = rewriter, epsilon, answerer
+        self.rewriter, self.answerer = rewriter, answerer
 
     def route(self, query: str) -> Route:
-        """R²Adapter eq. 4; the embedding router reuses the retrieval embedding."""
+        """R²Adapter eqs. 4 and 7; a router that reads the retrieval embedding gets it from
+        the retrieval encoder, and retrieval reuses it."""
         query = check_query(query)
-        if getattr(self.router, "uses_embedding", False):
-            qvec = self.encoder.encode_query(query)
-            p_d, p_g = self.router.score([query], qvec[None, :])  # type: ignore[call-arg]
-        else:
-            qvec = None
-            p_d, p_g = self.router.score([query])
-        graph = float(p_g[0]) - float(p_d[0]) > self.router.tau
-        return Route("graph" if graph else "dense", float(p_d[0]), float(p_g[0]), qvec)
+        d = self.router.decide([query], encode=self.encoder.encode)
+        qvec = d.qvecs[0] if d.qvecs is not None else None
+        return Route(d.label(0), float(d.p_dense[0]), float(d.p_graph[0]), qvec, bool(d.rewrite[0]))
 
     def run(
         self,
@@ -114,12 +111,7 @@ class R2Adapter:
         q_prime, rewritten, fallback = query, False, None
         t0 = time.perf_counter()
         # eq. 7: rewrite only what the router sent to graph with low confidence
-        if (
-            mode == "auto"
-            and decision == "graph"
-            and self.rewriter is not None
-            and route.p_graph < self.epsilon
-        ):
+        if mode == "auto" and route.rewrite and self.rewriter is not None:
             res = self.rewriter.rewrite(query)
             q_prime, rewritten, fallback = res.rewritten, bool(res.rewritten_ok), res.fallback
         t["rewrite"] = (time.perf_counter() - t0) * 1000

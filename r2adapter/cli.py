@@ -10,7 +10,10 @@ from collections.abc import Callable, Sequence
 
 from r2adapter.config import pipeline_dataset
 from r2adapter.errors import R2AError
+from r2adapter.index.openie import OPENIE_BACKENDS
 from r2adapter.label.rules import RULES
+from r2adapter.loop import ROUTERS as LOOP_ROUTERS
+from r2adapter.route.kinds import TRAINED_ROUTERS
 
 
 def _db(args: argparse.Namespace) -> int:
@@ -46,25 +49,22 @@ def _data_validate(args: argparse.Namespace) -> int:
     report = steps.validate(args.dataset)
     for check in report.checks:
         print(check.line())
-    failed = sum(not c.success for c in report.checks)
-    if args.report:
-        _write_json(
-            args.report,
-            {
-                "dataset": report.dataset,
-                "passages": report.n_passages,
-                "queries": report.n_queries,
-                "complete_gold": report.n_complete,
-                "expectations": len(report.checks),
-                "failed": failed,
-            },
-        )
+    _emit(args, report.to_report())
     print(
         f"{report.dataset}: {report.n_passages} passages, {report.n_queries} queries, "
         f"{report.n_complete} with complete gold"
     )
-    if failed:
-        print(f"validation failed: {failed} of {len(report.checks)} expectations", file=sys.stderr)
+    if report.failed:
+        which = "; ".join(
+            f"{c.table} {c.expectation}{f'({c.column})' if c.column else ''}: "
+            f"{c.unexpected} unexpected"
+            for c in report.failed
+        )
+        print(
+            f"validation failed: {len(report.failed)} of {len(report.checks)} expectations "
+            f"({which})",
+            file=sys.stderr,
+        )
         return 1
     print(f"validation passed: {len(report.checks)} expectations")
     return 0
@@ -79,6 +79,21 @@ def _write_json(path: str, obj: object) -> None:
     tmp = out.with_suffix(out.suffix + ".tmp")
     tmp.write_text(json.dumps(obj, indent=2) + "\n")
     tmp.replace(out)  # never a half-written report
+
+
+def _emit(args: argparse.Namespace, report: object) -> bool:
+    """The one place `--report` and `--json` are handled: `--report FILE` writes a step's
+    `to_report()` to FILE (indented, a DVC metric), `--json` prints it on one line (what
+    DVC redirects into reports/eval/*.json). True when printed: the caller prints nothing
+    else."""
+    import json
+
+    if getattr(args, "report", None):
+        _write_json(args.report, report)
+    if getattr(args, "json", False):
+        print(json.dumps(report))
+        return True
+    return False
 
 
 def _data_load(args: argparse.Namespace) -> int:
@@ -97,19 +112,7 @@ def _index(args: argparse.Namespace) -> int:
     from r2adapter import steps
 
     r = steps.index(args.dataset, args.openie)
-    if args.report:
-        _write_json(
-            args.report,
-            {
-                "dataset": r.dataset,
-                "version": r.version,
-                "created": r.created,
-                "encoder": r.encoder,
-                "openie": r.openie,
-                **r.counts,
-                **{f"seconds_{k}": v for k, v in r.timings.items()},
-            },
-        )
+    _emit(args, r.to_report())
     c = r.counts
     what = "new index version" if r.created else "index up to date, nothing rebuilt:"
     print(
@@ -123,24 +126,18 @@ def _index(args: argparse.Namespace) -> int:
 
 
 def _retrieve(args: argparse.Namespace) -> int:
-    import json
-
     from r2adapter import steps
 
     t0 = time.perf_counter()
     hits = steps.retrieve(args.dataset, args.question, args.mode, args.top_k)
     ms = (time.perf_counter() - t0) * 1000
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "dataset": args.dataset,
-                    "mode": args.mode,
-                    "latency_ms": ms,
-                    "hits": [h.__dict__ for h in hits],
-                }
-            )
-        )
+    answer = {
+        "dataset": args.dataset,
+        "mode": args.mode,
+        "latency_ms": ms,
+        "hits": [h.__dict__ for h in hits],
+    }
+    if _emit(args, answer):
         return 0
     for i, h in enumerate(hits, 1):
         print(f"{i:>2}. {h.score:.4f}  {h.title}: {h.text[:100]}")
@@ -149,16 +146,28 @@ def _retrieve(args: argparse.Namespace) -> int:
 
 
 def _evaluate_retrieval(args: argparse.Namespace) -> int:
-    import json
-
     from r2adapter import steps
+    from r2adapter.evaluate.reports import RetrievalReport
 
-    report = steps.evaluate_retrieval(args.dataset)
-    if args.json:
-        print(json.dumps(report))
+    if args.rewrite == "none":
+        figures = steps.evaluate_retrieval(args.dataset)
+    else:  # graph retrieval on the rewritten query (issue 15)
+        from r2adapter.data.adapters import dataset_name
+        from r2adapter.evaluate.retrieval import evaluate_retrieval
+
+        seed = not args.no_seed_triplets
+        figures = evaluate_retrieval(dataset_name(args.dataset), args.rewrite, seed)
+    report = RetrievalReport(figures).to_report()
+    if _emit(args, report):
         return 0
     print(f"{report['dataset']}: {report['n_queries']} queries, openie {report['openie']}")
-    for mode, m in report["modes"].items():  # type: ignore[union-attr]
+    rw = report.get("rewrite") or {}
+    if rw.get("backend", "none") != "none":
+        print(
+            f"  rewrite {rw['backend']}: parsed {rw['parsed']:.1%}, fallbacks {rw['fallbacks']}, "
+            f"p50 {rw['ms_p50']:.2f} ms, p95 {rw['ms_p95']:.2f} ms (graph only)"
+        )
+    for mode, m in report["modes"].items():
         print(
             f"  {mode:<6} R@2 {m['recall@2']:.3f}  R@5 {m['recall@5']:.3f}  "
             f"FCR@5 {m['fcr@5']:.3f}  p50 {m['latency_ms_p50']:.1f} ms  "
@@ -188,20 +197,8 @@ def _train(args: argparse.Namespace) -> int:
     from r2adapter import steps
 
     r = steps.train(args.dataset, args.backbone, epochs=args.epochs)
-    if args.report:
-        _write_json(
-            args.report,
-            {
-                "router": r.kind,
-                "version": r.version,
-                "run_id": r.run_id,
-                "tau": r.tau,
-                "best_step": r.best_step,
-                "steps": r.steps,
-                "seconds": r.seconds,
-                **{f"test_{k}": v for k, v in r.test.items()},
-            },
-        )
+    _emit(args, r.to_report())
+    if args.report:  # the τ curve beside the report, for `dvc plots`
         _write_json(str(args.report).replace(".json", "_threshold.json"), r.curve)
     t = r.test
     print(
@@ -220,19 +217,7 @@ def _promote(args: argparse.Namespace) -> int:
     from r2adapter import steps
 
     r = steps.promote(args.router, args.dataset)
-    if args.report:
-        _write_json(
-            args.report,
-            {
-                "router": r.kind,
-                "promoted": r.promoted,
-                "candidate": r.candidate,
-                "champion_before": r.champion_before,
-                "reasons": r.reasons,
-                "candidate_metrics": r.candidate_metrics,
-                "champion_metrics": r.champion_metrics,
-            },
-        )
+    _emit(args, r.to_report())
     verb = "promoted" if r.promoted else "kept the champion"
     before = f"v{r.champion_before}" if r.champion_before else "none"
     print(
@@ -248,13 +233,10 @@ def _promote(args: argparse.Namespace) -> int:
 
 
 def _models(args: argparse.Namespace) -> int:
-    import json
-
     from r2adapter.registry.models import list_models
 
     rows = list_models()
-    if args.json:
-        print(json.dumps(rows))
+    if _emit(args, rows):
         return 0
     if not rows:
         print("no registered routers: run `r2a train`")
@@ -265,24 +247,24 @@ def _models(args: argparse.Namespace) -> int:
 
 
 def _evaluate_routing(args: argparse.Namespace) -> int:
-    import json
-
     from r2adapter import steps
+    from r2adapter.evaluate.reports import RoutingReport
 
-    r = steps.evaluate_routing(args.dataset, args.split, args.rule, args.calibrate_usage)
-    if args.json:
-        print(json.dumps(r))
+    r = RoutingReport(
+        steps.evaluate_routing(args.dataset, args.split, args.rule, args.calibrate_usage)
+    ).to_report()
+    if _emit(args, r):
         return 0
     print(f"{r['dataset']} {r['split']} split: {r['n_queries']} queries ({r['rule']} labels)")
-    for name, m in r["routers"].items():  # type: ignore[union-attr]
+    for name, m in r["routers"].items():
         print(
             f"  {name:<13} R@5 {m['recall@5']:.3f}  usage {m['graph_usage']:.2f}  F1g "
             f"{m['f1_graph']:.3f}  recall_g {m['recall_graph']:.3f}  p50 "
             f"{m['latency_ms_p50']:.2f} ms"
         )
-    for k, v in r["pgr"].items():  # type: ignore[union-attr]
+    for k, v in r["pgr"].items():
         print(f"  PGR {k}: {'n/a' if v is None else f'{v:.2f}'}")
-    for note in r["notes"]:  # type: ignore[union-attr]
+    for note in r["notes"]:
         print(f"  note: {note}")
     return 0
 
@@ -327,27 +309,14 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _retrain(args: argparse.Namespace) -> int:
-    """The scheduled loop on this machine: index (only what changed) → label → train →
-    register → promote; a running service is told to reload when champion moved."""
-    from r2adapter import steps
+    """The scheduled loop on this machine (r2adapter/loop.py: validate → index, only what
+    changed → label → train and promote each router → evaluate); a running service is told
+    to reload when a champion moved."""
+    from r2adapter.loop import LoopResult, run_loop, select_routers
 
-    dataset = args.dataset or pipeline_dataset()
-    report = steps.validate(dataset)
-    if not report.success:
-        raise R2AError(f"{dataset}: validation failed; run `r2a data validate --dataset {dataset}`")
-    print(f"validate: {len(report.checks)} expectations passed")
-    idx = steps.index(dataset, args.openie)
-    print(f"index: version {idx.version} ({'new' if idx.created else 'unchanged'})")
-    lab = steps.label(dataset)
-    print(f"label: {len(lab.records)} queries ({lab.rule}), md5 {lab.md5}")
-    tr = steps.train(dataset, args.backbone)
-    print(f"train: {tr.kind} v{tr.version} registered as candidate (τ* {tr.tau:.2f})")
-    pr = steps.promote(tr.kind, dataset)
-    print(
-        f"promote: {f'champion moved to v{pr.candidate}' if pr.promoted else 'kept'}: "
-        + "; ".join(pr.reasons)
-    )
-    if args.service_url and pr.promoted:
+    def reload(result: LoopResult) -> None:
+        if not (args.service_url and result.promoted):
+            return
         import httpx
 
         try:
@@ -358,6 +327,9 @@ def _retrain(args: argparse.Namespace) -> int:
                 f"champion moved but the service at {args.service_url} did not "
                 f"answer /reload ({type(e).__name__}); it polls the alias anyway"
             ) from None
+
+    dataset = args.dataset or pipeline_dataset()
+    run_loop(dataset, args.openie, select_routers(args.router), after_promote=reload)
     return 0
 
 
@@ -376,7 +348,7 @@ def _state(args: argparse.Namespace) -> int:
     print(f"index {dataset}: {f'version {v.id} ({v.openie})' if v else 'missing'}")
     if v is None:
         missing.append(f"index of {dataset}")
-    for kind in ("r2a", "r2a_embed"):
+    for kind in TRAINED_ROUTERS:
         champ = alias_version(kind, "champion")
         print(f"champion {kind}: {f'v{champ.version}' if champ else 'missing'}")
         if champ is None:
@@ -447,7 +419,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     idx = sub.add_parser("index", help="embed passages, run OpenIE, build the graph")
     idx.add_argument("--dataset", required=True)
-    idx.add_argument("--openie", default="spacy", choices=["precomputed", "spacy", "llm"])
+    idx.add_argument("--openie", default="spacy", choices=list(OPENIE_BACKENDS))
     idx.add_argument("--report", help="also write counts and timings as JSON")
     idx.set_defaults(func=_index)
 
@@ -464,6 +436,17 @@ def build_parser() -> argparse.ArgumentParser:
     er = esub.add_parser("retrieval", help="dense vs graph: Recall@2/5, FCR@5, latency")
     er.add_argument("--dataset", required=True)
     er.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    er.add_argument(
+        "--rewrite",
+        choices=["none", "structural", "llm"],
+        default="none",
+        help="graph retrieval on q' from this rewriter backend, for every query it parses",
+    )
+    er.add_argument(
+        "--no-seed-triplets",
+        action="store_true",
+        help="q' alone: its triplets do not seed the graph search as fact queries of their own",
+    )
     er.set_defaults(func=_evaluate_retrieval)
     eo = esub.add_parser("routing", help="routers side by side on a labelled split")
     eo.add_argument("--dataset", required=True)
@@ -497,7 +480,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.set_defaults(func=_train)
 
     pr = sub.add_parser("promote", help="move champion to the candidate if the gate holds")
-    pr.add_argument("--router", default="r2a", choices=["r2a", "r2a_embed"])
+    pr.add_argument("--router", default="r2a", choices=list(TRAINED_ROUTERS))
     pr.add_argument("--dataset", default=None)
     pr.add_argument("--report", help="also write the decision as JSON")
     pr.set_defaults(func=_promote)
@@ -513,8 +496,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     rt = sub.add_parser("retrain", help="the whole loop on the current data version")
     rt.add_argument("--dataset", default=None, help="default: params.yaml pipeline.dataset")
-    rt.add_argument("--openie", default="spacy", choices=["precomputed", "spacy", "llm"])
-    rt.add_argument("--backbone", default=None)
+    rt.add_argument("--openie", default="spacy", choices=list(OPENIE_BACKENDS))
+    rt.add_argument(
+        "--router",
+        action="append",
+        choices=[r.name for r in LOOP_ROUTERS],
+        help="train and promote only this router (repeatable; default: every router of the loop)",
+    )
     rt.add_argument("--service-url", default=None, help="a running service to reload")
     rt.set_defaults(func=_retrain)
 

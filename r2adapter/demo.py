@@ -9,11 +9,15 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 
 from r2adapter.errors import R2AError
+
+ROOT = Path(__file__).resolve().parents[1]  # the checkout holding serving/
 
 
 def free_port() -> int:
@@ -22,28 +26,65 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float) -> None:
-    """Poll /readyz until 200; R2AError when the server exits or the time runs out."""
+def start(
+    env: dict[str, str], log_path: Path, port: int, host: str = "127.0.0.1"
+) -> subprocess.Popen[bytes]:
+    """`r2a serve` (a real `bentoml serve`) in its own process group, its output in
+    `log_path`: the one way the demo, the tests and the benchmarks start the service."""
+    with log_path.open("wb") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "r2adapter.cli", "serve", "--port", str(port), "--host", host],
+            env=env,
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def wait_ready(
+    url: str, proc: subprocess.Popen[bytes], timeout: float, path: str = "/readyz"
+) -> None:
+    """Poll `path` until 200; R2AError when the server exits or the time runs out."""
     deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise R2AError(f"the service exited with code {proc.returncode}; see its log")
-        try:
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(1)
+    with httpx.Client(timeout=2, trust_env=False) as c:
+        while time.time() < deadline:
+            if proc.poll() is not None:
+                raise R2AError(f"the service exited with code {proc.returncode}; see its log")
+            try:
+                if c.get(f"{url}{path}").status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
     raise R2AError(f"the service was not ready in {timeout:.0f} s")
 
 
 def stop(proc: subprocess.Popen[bytes], grace: float = 30) -> None:
     """SIGTERM to the server's process group; SIGKILL when it has not exited in `grace` s."""
-    os.killpg(proc.pid, signal.SIGTERM)
+    if proc.poll() is not None:
+        return
     try:
+        os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(grace)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    except ProcessLookupError:
+        pass
+
+
+@contextmanager
+def serving(env: dict[str, str], log_path: Path, timeout: float) -> Iterator[str]:
+    """The service on a free port: yields its URL once /readyz answers 200, stops it on exit."""
+    port = free_port()
+    proc = start(env, log_path, port)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(url, proc, timeout)
+        yield url
+    finally:
+        stop(proc)
 
 
 def pick_examples(
@@ -68,6 +109,16 @@ def pick_examples(
     return found, least
 
 
+def print_rewritten(rewritten: str, note: str = "") -> None:
+    """q' = q + q_r: the query, then its triplets one per line (R²Adapter eq. 6)."""
+    query, *triplets = rewritten.split("\n")
+    print(f"  q' = {query}")
+    for t in triplets:
+        print(f"       {t}")
+    if note:
+        print(f"      {note.strip()}")
+
+
 def show_rewrite(url: str, least: tuple[float, str] | None, limit: int) -> None:
     """No question reached the rewriter: show what it does with the least sure one."""
     if least is None:
@@ -80,26 +131,16 @@ def show_rewrite(url: str, least: tuple[float, str] | None, limit: int) -> None:
         f"p_graph < ε; the least sure ({p_graph:.3f}) through /rewrite:\n  {q}"
     )
     if r.get("ok"):
-        print("  q' = " + r["rewritten"].replace("\n", " | ") + f"  ({r['ms']:.0f} ms)")
+        print_rewritten(r["rewritten"], f"  ({r['ms']:.1f} ms)")
     else:
         print(f"  fell back to q: {r.get('fallback')} ({r.get('ms', 0):.0f} ms)")
 
 
 def demo(dataset: str, questions: list[str], log_path: Path, timeout: float = 300) -> int:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "R2A_SERVE_DATASET": dataset}
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "r2adapter.cli", "serve", "--port", str(port)],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        print(f"serving {dataset} on {url} (log: {log_path})")
-        wait_ready(url, proc, timeout)
+    print(f"serving {dataset} (log: {log_path})")
+    with serving(env, log_path, timeout) as url:
+        print(f"on {url}")
         info = httpx.post(f"{url}/info", json={}, timeout=10).json()
         print(f"router {info['router']} v{info['router_version']} ready")
         limit = 400
@@ -123,10 +164,8 @@ def demo(dataset: str, questions: list[str], log_path: Path, timeout: float = 30
                 + (f" (fallback: {r['rewrite_fallback']})" if r.get("rewrite_fallback") else "")
             )
             if r["rewritten"]:
-                print("  q' = " + r["rewritten_query"].replace("\n", " | "))
+                print_rewritten(r["rewritten_query"])
             print("  ms: " + ", ".join(f"{k} {v:.1f}" for k, v in t.items()))
             for i, p in enumerate(r["passages"][:3], 1):
                 print(f"  {i}. {p['title']}")
         return 0
-    finally:
-        stop(proc)

@@ -22,7 +22,7 @@ SHIPPED_DATASETS = ("sample", "musique", "hotpotqa", "2wikimultihopqa")
 
 
 def validate(dataset: str) -> Report:
-    """Great Expectations suites over corpus and queries (ARCHITECTURE.md step 1)."""
+    """Great Expectations suites over corpus and queries (docs/architecture.md, step 1)."""
     return _validate(load_dataset(dataset))
 
 
@@ -32,7 +32,7 @@ def load(dataset: str) -> LoadResult:
 
 
 def index(dataset: str, openie: str = "spacy") -> IndexReport:
-    """Embed passages, run OpenIE, build the knowledge graph (ARCHITECTURE.md step 2)."""
+    """Embed passages, run OpenIE, build the knowledge graph (docs/architecture.md, step 2)."""
     from r2adapter.index.build import build_index
 
     return build_index(dataset, openie)
@@ -58,7 +58,7 @@ def evaluate_retrieval(dataset: str) -> dict[str, object]:
 
 
 def label(dataset: str, rule: str | None = None) -> LabelResult:
-    """Annotate the router's training corpus (ARCHITECTURE.md step 3)."""
+    """Annotate the router's training corpus (docs/architecture.md, step 3)."""
     from r2adapter.label.step import run_label
 
     return run_label(dataset_name(dataset), rule)
@@ -69,7 +69,7 @@ def train(dataset: str, backbone: str | None = None, **overrides: object) -> Tra
     from r2adapter.config import router_params
     from r2adapter.registry.register import train_and_register
 
-    return train_and_register(dataset_name(dataset), router_params(backbone, **overrides))
+    return train_and_register(dataset_name(dataset), router_params(backbone, None, **overrides))
 
 
 def promote(kind: str = "r2a", dataset: str | None = None) -> PromoteResult:

@@ -1,14 +1,40 @@
-"""Request validation for the service: every bad input is a 422 with a JSON body."""
+"""The service's request and response types, and request validation: every bad input is a
+422 with `{"error", "field"}`.
+
+The pydantic types give the endpoints' signatures (so /docs.json carries the constraints);
+`validate_body` applies the same constraints, with one-line messages, before BentoML parses
+the body (serving/middleware.py), so BentoML's own 400 is never reached.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from r2adapter.adapter import MODES
-from r2adapter.retrieve.base import MAX_QUERY_CHARS
+from r2adapter.retrieve.base import MAX_QUERY_CHARS, query_problem
 
 MAX_TOP_K = 100
+MAX_BATCH = 64  # queries in one /route_batch body
+
+Query = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_QUERY_CHARS,
+        # no NUL, not only whitespace; the service also refuses a query with no visible
+        # character (only controls, zero-width or combining marks), which a JSON Schema
+        # regex cannot say
+        pattern=r"^[^\x00]*[^\s\x00][^\x00]*$",
+        strict=True,
+        description=f"The question, 1–{MAX_QUERY_CHARS} characters with a visible one, no NUL",
+    ),
+]
+Mode = Literal["auto", "dense", "graph"]
+TopK = Annotated[int, Field(ge=1, le=MAX_TOP_K, strict=True, description="Passages to return")]
+assert set(Mode.__args__) == set(MODES)  # type: ignore[attr-defined]
 
 
 class BadRequest(Exception):
@@ -30,17 +56,24 @@ class QueryRequest:
     top_k: int = 5
 
 
-def parse_request(query: Any, mode: Any = None, top_k: Any = None) -> QueryRequest:
+def parse_query(query: Any, field: str = "query") -> str:
     if query is None:
-        raise BadRequest("query", "query is required")
+        raise BadRequest(field, f"{field} is required")
     if not isinstance(query, str):
-        raise BadRequest("query", f"query must be a string, not {type(query).__name__}")
+        raise BadRequest(field, f"{field} must be a string, not {type(query).__name__}")
     if not query.strip():
-        raise BadRequest("query", "query is empty or whitespace")
+        raise BadRequest(field, f"{field} is empty or whitespace")
     if len(query) > MAX_QUERY_CHARS:
         raise BadRequest(
-            "query", f"query has {len(query)} characters; the limit is {MAX_QUERY_CHARS}"
+            field, f"{field} has {len(query)} characters; the limit is {MAX_QUERY_CHARS}"
         )
+    if problem := query_problem(query):  # NUL, nothing visible: the library's own rule
+        raise BadRequest(field, problem.replace("the query", field, 1))
+    return query.strip()
+
+
+def parse_request(query: Any, mode: Any = None, top_k: Any = None) -> QueryRequest:
+    text = parse_query(query)
     mode = "auto" if mode is None else mode
     if not isinstance(mode, str) or mode not in MODES:
         raise BadRequest("mode", f"mode must be one of {', '.join(MODES)}")
@@ -49,4 +82,100 @@ def parse_request(query: Any, mode: Any = None, top_k: Any = None) -> QueryReque
         raise BadRequest("top_k", f"top_k must be an integer, not {type(top_k).__name__}")
     if not 1 <= top_k <= MAX_TOP_K:
         raise BadRequest("top_k", f"top_k must be between 1 and {MAX_TOP_K}, not {top_k}")
-    return QueryRequest(query.strip(), mode, top_k)
+    return QueryRequest(text, mode, top_k)
+
+
+def parse_batch(queries: Any) -> list[str]:
+    if not isinstance(queries, list):
+        raise BadRequest("queries", "queries must be a list of strings")
+    if not 1 <= len(queries) <= MAX_BATCH:
+        raise BadRequest(
+            "queries", f"queries has {len(queries)} items; send 1 to {MAX_BATCH} per request"
+        )
+    return [parse_query(q, f"queries[{i}]") for i, q in enumerate(queries)]
+
+
+# what each endpoint's body may hold, validated and normalised (defaults filled, query
+# stripped) before BentoML sees it
+def validate_body(endpoint: str, body: Any) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise BadRequest("body", f"the body must be a JSON object, not {_json_type(body)}")
+    if endpoint in ("route", "retrieve", "answer"):
+        for name in ("mode", "top_k"):  # absent means the default; null is not a value
+            if name in body and body[name] is None:
+                raise BadRequest(name, f"{name} is null: leave it out for the default")
+        req = parse_request(body.get("query"), body.get("mode"), body.get("top_k"))
+        return {"query": req.query, "mode": req.mode, "top_k": req.top_k}
+    if endpoint == "rewrite":
+        return {"query": parse_query(body.get("query"))}
+    if endpoint == "route_batch":
+        return {"queries": parse_batch(body.get("queries"))}
+    return {}  # reload, info: no fields
+
+
+def _json_type(v: Any) -> str:
+    names = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(v), "a number")
+
+
+# -- responses -----------------------------------------------------------------------------
+
+
+class Out(BaseModel):
+    # fields added later (a new decision record, timings) pass through instead of being
+    # dropped by the response model
+    model_config = ConfigDict(extra="allow")
+
+
+class RouteOut(Out):
+    query: str | None = None
+    decision: Literal["dense", "graph"]
+    p_dense: float
+    p_graph: float
+    rewrite: bool
+    tau: float
+    epsilon: float
+    router_version: str
+
+
+class Passage(Out):
+    id: int | str
+    score: float
+    title: str
+    text: str
+
+
+class RetrieveOut(Out):
+    query: str
+    mode: Mode
+    decision: str
+    p_dense: float | None = None
+    p_graph: float | None = None
+    rewritten: bool
+    rewritten_query: str | None = None
+    rewrite_fallback: str | None = None
+    passages: list[Passage]
+    timings_ms: dict[str, float]
+    answer: str | None = None
+    router: str
+    router_version: str | None = None
+    dataset: str
+    champion_error: str | None = None
+
+
+class RewriteOut(Out):
+    query: str
+    rewritten: str
+    triplets: list[list[str]]
+    ok: bool
+    fallback: str | None = None
+    ms: float
+
+
+class InfoOut(Out):
+    router: str
+    router_version: str | None = None
+    dataset: str
+    champion_error: str | None = None
+    ready: bool | None = None
+    answer_ready: bool | None = None

@@ -2,15 +2,21 @@
 
     bentoml serve serving.service:R2AService --port 3000     (or `r2a serve --port 3000`)
 
-Bodies are JSON with `query`, `mode` (auto|dense|graph) and `top_k` (1–100). Bad input is
-a 422 with `{"error", "field"}`; a missing database, champion or index is a 503 with
-`{"error"}`; /healthz stays up throughout. The router is `models:/r2a-router@champion`,
-re-read every R2A_CHAMPION_POLL_S seconds (or on POST /reload) and swapped without downtime.
+Bodies are JSON (`application/json` only) with `query` (1–2,000 characters), `mode`
+(auto|dense|graph) and `top_k` (1–100); the types are in /docs.json. Every error is JSON
+`{"error", "field"}` (serving/errors.py): bad input 422, a missing database, champion,
+index or LLM 503 with Retry-After, overload 503/429 with Retry-After. Requests pass
+serving/middleware.py first (API key, content type, body size, validation). /healthz
+stays up throughout; /readyz says whether routing and retrieval can serve, /readyz/answer
+whether /answer can. The router is `models:/r2a-router@champion`, re-read every
+R2A_CHAMPION_POLL_S seconds (or on POST /reload) and swapped without downtime.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import logging
 import os
 import threading
@@ -19,9 +25,24 @@ from collections.abc import Callable
 
 import bentoml
 from anyio import to_thread
+from starlette.responses import JSONResponse
 
 from r2adapter.errors import DatabaseError, R2AError
-from serving.requests import BadRequest, parse_request
+from r2adapter.llm.base import LLMError
+from r2adapter.store.db import known_down
+from serving.admission import Gate, Overloaded
+from serving.errors import error_response
+from serving.middleware import Hardening
+from serving.requests import (
+    InfoOut,
+    Mode,
+    Query,
+    RetrieveOut,
+    RewriteOut,
+    RouteOut,
+    TopK,
+    parse_request,
+)
 from serving.state import ServingState, Unavailable
 
 log = logging.getLogger("r2a.serving")
@@ -85,13 +106,60 @@ class RouteBatcher:
             self._task = None
 
 
-def _fail(ctx: bentoml.Context, status: int, body: dict[str, t.Any]) -> dict[str, t.Any]:
-    ctx.response.status_code = status
-    return body
+def error_for(e: BaseException) -> JSONResponse:
+    """An endpoint's exception as the one error shape (input errors never get here: the
+    middleware answers them before the endpoint runs)."""
+    if isinstance(e, Overloaded):
+        return error_response(503, str(e), reason="overload")
+    if isinstance(e, LLMError):
+        text = str(e)
+        if "timed out" in text or "busy" in text:
+            return error_response(503, text, reason="upstream_timeout")
+        log.warning("LLM unavailable: %s", text)  # may name the LLM's host: not for clients
+        return error_response(503, "the answering LLM is unavailable", reason="dependency")
+    if isinstance(e, DatabaseError):
+        log.warning("%s", e)  # names the database's address: the log, not the client
+        return error_response(503, "the database is unavailable: retry later", reason="dependency")
+    if isinstance(e, Unavailable):
+        return error_response(503, str(e), reason="dependency")
+    if isinstance(e, R2AError):
+        msg = str(e)
+        if "is not indexed" in msg or "unreachable" in msg:
+            return error_response(503, msg, reason="dependency")
+        return error_response(422, msg)
+    log.exception("unexpected error")  # a bug: the traceback belongs in the log
+    return error_response(500, f"internal error: {type(e).__name__}")
+
+
+F = t.TypeVar("F", bound=Callable[..., t.Any])
+
+
+def answers_errors(f: F) -> F:
+    """Exceptions become JSON error responses; the signature (and so the OpenAPI document)
+    stays the endpoint's own."""
+    if inspect.iscoroutinefunction(f):
+
+        @functools.wraps(f)
+        async def run_async(*args: t.Any, **kwargs: t.Any) -> t.Any:
+            try:
+                return await f(*args, **kwargs)
+            except Exception as e:
+                return error_for(e)
+
+        return t.cast(F, run_async)
+
+    @functools.wraps(f)
+    def run(*args: t.Any, **kwargs: t.Any) -> t.Any:
+        try:
+            return f(*args, **kwargs)
+        except Exception as e:
+            return error_for(e)
+
+    return t.cast(F, run)
 
 
 @bentoml.service(
-    traffic={"timeout": 60, "concurrency": 64},
+    traffic={"timeout": 60},  # the in-flight limit is the middleware's (429 + Retry-After)
     workers=1,
     threads=16,  # sync endpoints (retrieve, rewrite, answer) run on this many threads
     metrics={"enabled": True, "namespace": "r2a"},
@@ -102,16 +170,10 @@ class R2AService:
         self._auto = 0
         self._auto_graph = 0
         self._batcher = RouteBatcher(self._route_many)
+        # /answer: one generation at a time, so only a few may wait (R2A_ANSWER_QUEUE)
+        self._answers = Gate(int(os.environ.get("R2A_ANSWER_QUEUE", "4")), "answer queue full")
         # load the local LLM in the background: the first rewrite should not pay for it
-        threading.Thread(target=self._warm_rewriter, daemon=True).start()
-
-    def _warm_rewriter(self) -> None:
-        try:
-            llm = self.state.llm()
-            if llm is not None and hasattr(llm, "load"):
-                llm.load()
-        except Exception as e:  # rewriting then falls back; the service still serves
-            log.warning("could not preload the LLM: %s", e)
+        threading.Thread(target=self.state.warm_llm, daemon=True).start()
 
     def __is_ready__(self) -> bool:
         return self.state.ready()
@@ -119,33 +181,26 @@ class R2AService:
     # -- routing, with adaptive batching ---------------------------------------------------
 
     @bentoml.api(batchable=True, max_batch_size=32, max_latency_ms=1000)
-    def route_batch(self, queries: list[str]) -> list[dict[str, t.Any]]:
+    def route_batch(self, queries: list[Query]) -> list[RouteOut]:
         """Routing for clients that send lists (BentoML adaptive batching across clients)."""
-        return self._route_many(queries)
+        return self._route_many(queries)  # type: ignore[return-value]  # dicts, validated
 
     def _route_many(self, queries: list[str]) -> list[dict[str, t.Any]]:
         champion = self.state.router()
         router = champion.router
-        if getattr(router, "uses_embedding", False):
-            p_d, p_g = router.score(list(queries), self.state.encoder.encode(list(queries)))
-        else:
-            p_d, p_g = router.score(list(queries))
-        eps = getattr(router, "epsilon", 0.6)
-        out = []
-        for d, g in zip(p_d, p_g, strict=True):
-            graph = float(g) - float(d) > router.tau
-            out.append(
-                {
-                    "decision": "graph" if graph else "dense",
-                    "p_dense": float(d),
-                    "p_graph": float(g),
-                    "rewrite": bool(graph and g < eps),
-                    "tau": router.tau,
-                    "epsilon": eps,
-                    "router_version": champion.version,
-                }
-            )
-        return out
+        d = router.decide(list(queries), encode=self.state.encoder.encode)  # eqs. 4 and 7
+        return [
+            {
+                "decision": d.label(i),
+                "p_dense": float(d.p_dense[i]),
+                "p_graph": float(d.p_graph[i]),
+                "rewrite": bool(d.rewrite[i]),
+                "tau": d.tau,
+                "epsilon": d.epsilon,
+                "router_version": champion.version,
+            }
+            for i in range(len(d))
+        ]
 
     def _count(self, decision: str) -> None:
         ROUTES.labels(decision=decision).inc()
@@ -154,101 +209,82 @@ class R2AService:
         GRAPH_USAGE.set(self._auto_graph / self._auto)
 
     @bentoml.api(route="/route")
-    async def route(
-        self, ctx: bentoml.Context, query: t.Any = None, mode: t.Any = None, top_k: t.Any = None
-    ) -> dict[str, t.Any]:
-        try:
-            req = parse_request(query, mode, top_k)
-            if BATCHING:
-                res = await self._batcher(req.query)
-            else:
-                res = (await to_thread.run_sync(self._route_many, [req.query]))[0]
-        except BadRequest as e:
-            return _fail(ctx, 422, e.body())
-        except Unavailable as e:
-            return _fail(ctx, 503, {"error": str(e)})
-        except Exception as e:  # the batched call wraps errors from the batch endpoint
-            return self._error(ctx, e)
+    @answers_errors
+    async def route(self, query: Query, mode: Mode = "auto", top_k: TopK = 5) -> RouteOut:
+        """The routing decision for one query (`mode` and `top_k` are accepted and ignored)."""
+        if BATCHING:
+            res = await self._batcher(query)
+        else:
+            res = (await to_thread.run_sync(self._route_many, [query]))[0]
         self._count(res["decision"])
-        return {"query": req.query, **res}
+        return RouteOut.model_validate({"query": query, **res})
 
     # -- rewrite, retrieve, answer ----------------------------------------------------------
 
     @bentoml.api(route="/rewrite")
-    def rewrite(self, ctx: bentoml.Context, query: t.Any = None) -> dict[str, t.Any]:
-        try:
-            req = parse_request(query)
-            r = self.state.rewriter().rewrite(req.query)
-        except BadRequest as e:
-            return _fail(ctx, 422, e.body())
-        except Exception as e:
-            return self._error(ctx, e)
+    @answers_errors
+    def rewrite(self, query: Query) -> RewriteOut:
+        r = self.state.rewriter().rewrite(query)
         self._count_rewrite(r.fallback)
-        return {
-            "query": req.query,
-            "rewritten": r.rewritten,
-            "triplets": [list(x) for x in r.triplets],
-            "ok": r.rewritten_ok,
-            "fallback": r.fallback,
-            "ms": r.ms,
-        }
+        return RewriteOut(
+            query=query,
+            rewritten=r.rewritten,
+            triplets=[list(x) for x in r.triplets],
+            ok=r.rewritten_ok,
+            fallback=r.fallback,
+            ms=r.ms,
+        )
 
     def _count_rewrite(self, fallback: str | None) -> None:
         REWRITES.labels(outcome="fallback" if fallback else "ok").inc()
         if fallback:
             FALLBACKS.labels(reason=fallback).inc()
 
-    def _run(
-        self, ctx: bentoml.Context, query: t.Any, mode: t.Any, top_k: t.Any, answer: bool
-    ) -> dict[str, t.Any]:
-        try:
-            req = parse_request(query, mode, top_k)
-            if answer and self.state.llm() is None:
-                raise Unavailable("no LLM configured for answers")
-            res = self.state.adapter().run(req.query, req.mode, req.top_k, answer=answer)
-        except BadRequest as e:
-            return _fail(ctx, 422, e.body())
-        except Exception as e:
-            return self._error(ctx, e)
+    def _run(self, query: str, mode: str, top_k: int, answer: bool) -> RetrieveOut:
+        req = parse_request(query, mode, top_k)  # normalised by the middleware already
+        if known_down():  # fail in microseconds, before the query is encoded
+            raise DatabaseError("the database is down (circuit breaker open)")
+        res = self.state.adapter().run(req.query, req.mode, req.top_k, answer=answer)
         if req.mode == "auto":
             self._count(res.decision)
             if res.decision == "graph" and res.p_graph is not None and res.rewritten_query:
                 if res.rewritten or res.rewrite_fallback:
                     self._count_rewrite(res.rewrite_fallback)
         RETRIEVALS.labels(mode=req.mode, decision=res.decision).inc()
-        return {**res.to_dict(), **self.state.info()}
+        return RetrieveOut.model_validate({**res.to_dict(), **self.state.info()})
 
     @bentoml.api(route="/retrieve")
-    def retrieve(
-        self, ctx: bentoml.Context, query: t.Any = None, mode: t.Any = None, top_k: t.Any = None
-    ) -> dict[str, t.Any]:
-        return self._run(ctx, query, mode, top_k, answer=False)
+    @answers_errors
+    def retrieve(self, query: Query, mode: Mode = "auto", top_k: TopK = 5) -> RetrieveOut:
+        """Route (in auto mode), rewrite when the rule says so, retrieve `top_k` passages."""
+        return self._run(query, mode, top_k, answer=False)
 
     @bentoml.api(route="/answer")
-    def answer(
-        self, ctx: bentoml.Context, query: t.Any = None, mode: t.Any = None, top_k: t.Any = None
-    ) -> dict[str, t.Any]:
-        return self._run(ctx, query, mode, top_k, answer=True)
+    @answers_errors
+    def answer(self, query: Query, mode: Mode = "auto", top_k: TopK = 5) -> RetrieveOut:
+        """/retrieve plus a short answer from the LLM. 503 with Retry-After while the LLM is
+        loading, when R2A_ANSWER_QUEUE requests already wait for it, or when it times out."""
+        ready, why = self.state.answer_ready()
+        if not ready:
+            raise Unavailable(why)
+        with self._answers.admit():
+            return self._run(query, mode, top_k, answer=True)
 
     @bentoml.api(route="/reload")
-    def reload(self) -> dict[str, t.Any]:
-        """Re-read the champion alias now (the service also polls it)."""
-        return self.state.reload()
+    @answers_errors
+    def reload(self) -> InfoOut:
+        """Re-read the champion alias now (the service also polls it). Needs the API key
+        when R2A_API_KEY is set."""
+        return InfoOut.model_validate(self.state.reload())
 
     @bentoml.api(route="/info")
-    def info(self) -> dict[str, t.Any]:
-        return {**self.state.info(), "ready": self.state.ready()}
+    @answers_errors
+    def info(self) -> InfoOut:
+        ready, _ = self.state.answer_ready()
+        return InfoOut.model_validate(
+            {**self.state.info(), "ready": self.state.ready(), "answer_ready": ready}
+        )
 
-    def _error(self, ctx: bentoml.Context, e: Exception) -> dict[str, t.Any]:
-        if isinstance(e, Unavailable | DatabaseError):
-            return _fail(ctx, 503, {"error": str(e)})
-        if isinstance(e, R2AError):
-            msg = str(e)
-            if "is not indexed" in msg or "unreachable" in msg:
-                return _fail(ctx, 503, {"error": msg})
-            return _fail(ctx, 422, {"error": msg})
-        text = str(e)
-        if "database" in text.lower() or "Unavailable" in type(e).__name__:
-            return _fail(ctx, 503, {"error": text.splitlines()[0][:300]})
-        log.exception("unexpected error")
-        return _fail(ctx, 500, {"error": f"internal error: {type(e).__name__}"})
+
+# the decorator made R2AService a bentoml Service; its stub still says the class
+t.cast(t.Any, R2AService).add_asgi_middleware(Hardening)

@@ -11,15 +11,34 @@ from dataclasses import dataclass
 from typing import Any
 
 from r2adapter.adapter import R2Adapter, llm_answerer
-from r2adapter.config import RouterParams
-from r2adapter.errors import DatabaseError, R2AError
+from r2adapter.errors import R2AError
 from r2adapter.index.encoder import get_encoder
+from serving.errors import scrub
 
 log = logging.getLogger("r2a.serving")
 
 
 class Unavailable(Exception):
     """503: a dependency (database, champion model, index) is missing right now."""
+
+
+_current: ServingState | None = None  # this worker's state, for the readiness probes
+
+
+def probe(answer: bool) -> tuple[bool, dict[str, Any]]:
+    """/readyz (routing and retrieval) or /readyz/answer (the LLM too): (ready, JSON body).
+    Answered by the middleware, so that a not-ready 503 is JSON with a reason."""
+    st = _current
+    if st is None:
+        return False, {"error": "the service is starting"}
+    if st.champion is None:
+        return False, {"error": st.champion_error or "no champion router"}
+    if not st.database_ok():
+        return False, {"error": "the database is unavailable"}
+    answer_ok, why = st.answer_ready()
+    if answer and not answer_ok:
+        return False, {"error": why}
+    return True, {"ready": True, "answer_ready": answer_ok, "router_version": st.champion.version}
 
 
 @dataclass
@@ -42,9 +61,12 @@ class ServingState:
         self._lock = threading.Lock()
         self._rewriter: Any = None
         self._llm: Any = None
+        self.llm_error = ""
         self.reload()
         self._stop = threading.Event()
         threading.Thread(target=self._poll, name="champion-poll", daemon=True).start()
+        global _current
+        _current = self
 
     # -- champion -----------------------------------------------------------------------
 
@@ -87,7 +109,7 @@ class ServingState:
             "router": self.kind,
             "router_version": c.version if c else None,
             "dataset": self.dataset,
-            "champion_error": self.champion_error or None,
+            "champion_error": scrub(self.champion_error) or None,
         }
 
     # -- parts --------------------------------------------------------------------------
@@ -107,14 +129,11 @@ class ServingState:
         from r2adapter.retrieve.graph import GraphRetriever
 
         with self._lock:
-            try:
-                dense = DenseRetriever(self.dataset, self.encoder)
-                graph = GraphRetriever(self.dataset, self.encoder)
-            except DatabaseError as e:
-                raise Unavailable(str(e)) from None
-            eps = getattr(c.router, "epsilon", RouterParams().epsilon)
-            self._adapter = R2Adapter(
-                c.router, dense, graph, self.encoder, self.rewriter(), eps, self.answerer()
+            # a DatabaseError goes up as is: the service answers 503 without its address
+            dense = DenseRetriever(self.dataset, self.encoder)
+            graph = GraphRetriever(self.dataset, self.encoder)
+            self._adapter = R2Adapter(  # τ and ε: the router's own decision
+                c.router, dense, graph, self.encoder, self.rewriter(), self.answerer()
             )
             self._adapter_key = key
         return self._adapter
@@ -135,13 +154,32 @@ class ServingState:
             self._llm = get_llm(default_local=True)
         return self._llm
 
+    def warm_llm(self) -> None:
+        """Load the local LLM now (in a thread at start): /answer is ready once it is."""
+        try:
+            llm = self.llm()
+            if llm is not None and hasattr(llm, "load"):
+                llm.load()
+        except Exception as e:  # rewriting then falls back; /answer says why it cannot
+            self.llm_error = scrub(str(e).splitlines()[0] if str(e) else type(e).__name__)
+            log.warning("could not preload the LLM: %s", e)
+
+    def answer_ready(self) -> tuple[bool, str]:
+        """Whether /answer can answer now, and why not."""
+        if self.llm_error:
+            return False, f"the answering LLM is unavailable: {self.llm_error}"
+        llm = self._llm
+        if llm is None or not getattr(llm, "loaded", True):
+            return False, "the answering LLM is still loading"
+        return True, ""
+
     def answerer(self) -> Any:
         return llm_answerer(self.llm()) if self.llm() is not None else None
 
     def database_ok(self) -> bool:
-        from r2adapter.store.db import ping
+        from r2adapter.store.db import available
 
-        return ping()
+        return available()
 
     def ready(self) -> bool:
         return self.champion is not None and self.database_ok()

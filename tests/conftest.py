@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from r2adapter.demo import free_port, stop, wait_ready
+from r2adapter import demo
+from r2adapter.demo import free_port
 from r2adapter.errors import R2AError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,6 +22,15 @@ R2A = [sys.executable, "-m", "r2adapter.cli"]
 
 
 _free_port = free_port  # the helper `r2a demo` uses; tests pick ports the same way
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that reaches the embedded Postgres (directly or through another fixture) is
+    integration, whatever its module says: `make test-fast` (`-m "unit and not integration
+    and not slow"`) never starts a database."""
+    for item in items:
+        if "pg_env" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture(scope="session")
@@ -70,26 +80,13 @@ def run_cli(
 @contextmanager
 def serving(env: dict[str, str], log: Path, timeout: float = 180) -> Iterator[str]:
     """`r2a serve` (a real `bentoml serve`) on a free port, in its own process group, its
-    output in `log`: yields its URL once /readyz answers 200, stops it on exit."""
-    port = _free_port()
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [*R2A, "serve", "--port", str(port)],
-            env=env,
-            cwd=ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    url = f"http://127.0.0.1:{port}"
+    output in `log`: yields its URL once /readyz answers 200, stops it on exit (the helper
+    `r2a demo` and the load benchmark use, r2adapter/demo.py)."""
     try:
-        try:
-            wait_ready(url, proc, timeout)
-        except R2AError as e:
-            raise AssertionError(f"{e}: {log.read_text()[-3000:]}") from None
-        yield url
-    finally:
-        stop(proc)
+        with demo.serving(env, log, timeout) as url:
+            yield url
+    except R2AError as e:
+        raise AssertionError(f"{e}: {log.read_text()[-3000:]}") from None
 
 
 N_QUERIES = 60

@@ -18,6 +18,8 @@ import pytest
 
 from benchmarks.bench_load import cycle, run_load
 
+pytestmark = pytest.mark.unit  # no Postgres, no server
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
 
@@ -86,6 +88,7 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.slow  # starts each script's whole stack in a subprocess: seconds each
 @pytest.mark.timeout(60)
 def test_load_and_rewriter_benches_exit_1_with_one_line_when_db_down() -> None:
     url = f"postgresql://postgres@127.0.0.1:{_closed_port()}/r2adapter"

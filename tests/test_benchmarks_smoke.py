@@ -7,12 +7,15 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from r2adapter.config import GraphParams
+
+pytestmark = pytest.mark.unit  # no Postgres, no server: subprocesses on synthetic data
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
@@ -33,6 +36,7 @@ def _run(args: list[str], env: dict[str, str] | None = None) -> subprocess.Compl
 @pytest.mark.timeout(60)
 def test_bench_ppr_quick_synthetic(tmp_path: Path) -> None:
     out = tmp_path / "ppr.json"
+    t0 = time.perf_counter()
     res = _run(
         [
             str(BENCH / "bench_ppr.py"),
@@ -47,6 +51,7 @@ def test_bench_ppr_quick_synthetic(tmp_path: Path) -> None:
             str(out),
         ]
     )
+    wall_ms = (time.perf_counter() - t0) * 1000
     assert res.returncode == 0, res.stderr[-2000:]
     data = json.loads(out.read_text())
     assert data["benchmark"] == "ppr" and data["quick"] is True
@@ -56,13 +61,25 @@ def test_bench_ppr_quick_synthetic(tmp_path: Path) -> None:
     assert name.startswith("synthetic")
     for side in ("ours", "igraph_prpack"):
         assert g[side]["n"] == 4
-        assert 0 < g[side]["p50_ms"] <= g[side]["p95_ms"]
-    assert g["speedup_p50"] > 0 and g["ours_transition_build_ms"] >= 0
+        assert 0 < g[side]["p50_ms"] <= g[side]["p95_ms"] < wall_ms
+    assert g["speedup_p50"] == pytest.approx(g["igraph_prpack"]["p50_ms"] / g["ours"]["p50_ms"])
+    # timings are of this run: positive, and within the wall time of the whole script
+    assert 0 < g["ours_transition_build_ms"] < wall_ms
     assert g["max_abs_diff"] < 1e-6 and g["agrees_1e-6"] is True
     assert g["graph"]["nodes"] == 1500 and g["graph"]["edges"] == 3000
-    for who, c in g["candidates"].items():
-        if isinstance(c, dict) and "p50_ms" in c:
-            assert c["max_abs_diff_vs_prpack"] < 1e-6, who
+    # --candidates: ours and every solver × layout variant, each agreeing with prpack
+    cands = g["candidates"]
+    timed = {who: c for who, c in cands.items() if isinstance(c, dict) and "p50_ms" in c}
+    layouts = ("f64 natural", "f32 natural", "f32 rcm")
+    expected = {"ours", "chebyshev f32 rcm tol=1e-6"}
+    expected |= {f"{solver} {lay} tol=1e-7" for solver in ("power", "chebyshev") for lay in layouts}
+    assert set(timed) == expected, sorted(cands)
+    assert set(cands["extra_build_ms"]) == set(layouts)
+    assert all(0 < ms < wall_ms for ms in cands["extra_build_ms"].values())
+    for who, c in timed.items():
+        assert c["max_abs_diff_vs_prpack"] < 1e-6, who
+        assert 0 < c["p50_ms"] <= c["p95_ms"] < wall_ms, who
+    assert timed["ours"]["top5_passages_same_as_ours"] == 1.0
     assert "ours" in res.stdout and "prpack" in res.stdout
 
 
@@ -91,6 +108,7 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.slow  # starts each script's whole stack in a subprocess: seconds each
 @pytest.mark.timeout(60)
 def test_benches_exit_1_with_one_line_when_db_down() -> None:
     url = f"postgresql://postgres@127.0.0.1:{_closed_port()}/r2adapter"

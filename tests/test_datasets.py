@@ -11,6 +11,8 @@ from r2adapter.data.adapters import load_dataset
 from r2adapter.data.schema import passage_id
 from r2adapter.errors import DataError
 
+pytestmark = pytest.mark.unit  # no Postgres, no server
+
 EXPECTED = {
     # name: (passages, queries, complete gold, corpus format, query format)
     "2wikimultihopqa": (6119, 1000, 860, "hipporag_list", "2wiki_derived"),

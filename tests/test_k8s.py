@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
+pytestmark = pytest.mark.unit  # no Postgres, no server
+
 KUBECTL = shutil.which("kubectl")
 if KUBECTL is None:
     pytest.skip("kubectl is not installed", allow_module_level=True)
@@ -41,6 +43,7 @@ SECRET_KEYS = {
     "R2A_DATABASE_URL",
     "MLFLOW_BACKEND_STORE_URI",
     "R2A_LLM_API_KEY",
+    "R2A_API_KEY",
 }
 CLUSTER_SCOPED = {"Namespace"}
 
@@ -396,3 +399,19 @@ def test_recurring_run_spec() -> None:
     assert spec["max_concurrency"] == 1
     assert spec["parameters"] == {"dataset": "2wikimultihopqa"}
     assert spec["job_name"] and spec["experiment_name"]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_serving_admits_only_the_ingress_and_the_deployer(
+    rendered: dict[str, list[Obj]], overlay: str
+) -> None:
+    policy = _one(rendered[overlay], "NetworkPolicy", "r2a-serving-ingress")
+    spec = policy["spec"]
+    assert spec["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "r2a-serving"}
+    assert spec["policyTypes"] == ["Ingress"] and len(spec["ingress"]) == 1
+    peers = spec["ingress"][0]["from"]
+    assert [sorted(p) for p in peers] == [["namespaceSelector"], ["podSelector"]]
+    serving = _one(rendered[overlay], "Deployment", "r2a-serving")
+    env = serving["spec"]["template"]["spec"]["containers"][0]["env"]
+    key = next(e for e in env if e["name"] == "R2A_API_KEY")
+    assert key["valueFrom"]["secretKeyRef"] == {"name": "r2a-secrets", "key": "R2A_API_KEY"}

@@ -23,6 +23,8 @@ from r2adapter.llm import (
     openai_compat,
 )
 
+pytestmark = pytest.mark.unit  # no Postgres, no server
+
 LLM_ENV = [
     "R2A_LLM_BACKEND",
     "R2A_LLM_BASE_URL",

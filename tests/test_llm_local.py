@@ -13,6 +13,8 @@ import pytest
 from r2adapter.llm import LLMError, OpenAICompatibleLLM, get_llm
 from r2adapter.llm.local import LLMTimeoutError, LocalLLM, default_model_path
 
+pytestmark = pytest.mark.slow  # loads the local LLM (tens of seconds)
+
 LLM_ENV = [
     "R2A_LLM_BACKEND",
     "R2A_LLM_BASE_URL",

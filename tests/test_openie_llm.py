@@ -16,6 +16,8 @@ from r2adapter.index.openie_llm import LLMOpenIE, parse_entities, parse_triples
 from r2adapter.llm import LLMError, OpenAICompatibleLLM
 from tests.test_llm_client import LLM_ENV, ChatServer, Reply, Request
 
+pytestmark = pytest.mark.unit  # no Postgres, no server
+
 ALAN = Passage.of("Alan Turing", "Alan Turing was born in Maida Vale, London, in 1912.")
 ADA = Passage.of("Ada Lovelace", "Ada Lovelace worked with Charles Babbage on the Engine.")
 
@@ -73,7 +75,7 @@ def expected(t: str) -> Extraction:
 
 
 def test_registered_as_llm() -> None:
-    assert openie._REGISTRY["llm"] is LLMOpenIE
+    assert openie.backend_class("llm") is LLMOpenIE
     assert LLMOpenIE.name == "llm"
 
 

@@ -15,6 +15,8 @@ from r2adapter.index.openie_spacy import (
     title_base,
 )
 
+pytestmark = pytest.mark.unit  # no Postgres, no server
+
 TEUTBERGA = Passage.of(
     "Teutberga",
     "Teutberga( died 11 November 875) was a queen of Lotharingia by marriage to Lothair II. "

@@ -12,6 +12,8 @@ from r2adapter.index.graph import build_parts, synonym_edges
 from r2adapter.index.openie import Extraction, clean_triples, normalize_phrase
 from r2adapter.retrieve.ppr import Transition, personalized_pagerank
 
+pytestmark = pytest.mark.unit  # no Postgres, no server
+
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_ppr_matches_igraph_prpack(seed: int) -> None:

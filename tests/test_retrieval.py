@@ -22,6 +22,8 @@ from r2adapter.store.db import connection
 from r2adapter.store.load import load
 from tests.conftest import run_cli
 
+pytestmark = pytest.mark.integration  # the embedded Postgres
+
 
 @pytest.fixture(scope="module")
 def sample_index(pg_env: dict[str, str]) -> gs.IndexVersion:

@@ -20,6 +20,8 @@ from r2adapter.rewrite import (
     rewritten_query,
 )
 
+pytestmark = pytest.mark.unit  # no Postgres, no server
+
 Q = "Where was the director of film Blood Street born?"
 GOOD = (
     '[["Blood Street", "director", "<director of Blood Street>"], '
@@ -77,7 +79,9 @@ def raising(exc: BaseException) -> Callable[[str], str]:
 
 def test_good_reply_is_rewritten() -> None:
     llm = ScriptedLLM()
+    t0 = time.perf_counter()
     res = Rewriter(llm).rewrite(Q)
+    wall_ms = (time.perf_counter() - t0) * 1000
     assert res.rewritten_ok and res.fallback is None and not res.cached
     assert res.query == Q
     assert res.triplets == GOOD_TRIPLETS
@@ -85,7 +89,7 @@ def test_good_reply_is_rewritten() -> None:
         f"{Q}\n[Blood Street, director, <director of Blood Street>]\n"
         "[<director of Blood Street>, place of birth, ?]"
     )
-    assert res.ms >= 0
+    assert 0 < res.ms <= wall_ms  # the rewrite's own time, inside the call's
     # the prompt: the query is the last user message, after the instructions and example
     messages, timeout = llm.calls[0]
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
@@ -314,7 +318,13 @@ def test_default_llm_is_local_without_an_endpoint(monkeypatch: pytest.MonkeyPatc
         pytest.skip("the local model is not installed")
     for name in ["R2A_LLM_BACKEND", "R2A_LLM_BASE_URL", "R2A_LLM_MODEL_PATH"]:
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("R2A_REWRITE_BACKEND", "llm")  # else the structural backend, no LLM
     assert isinstance(Rewriter().llm, LocalLLM)  # lazy: constructing it loads nothing
+    # handed the local model, without an endpoint configured, the default is structural
+    monkeypatch.delenv("R2A_REWRITE_BACKEND")
+    local = Rewriter(backend="llm").llm
+    assert Rewriter(local).backend == "structural" and Rewriter(local).llm is None
+    assert Rewriter(ScriptedLLM()).backend == "llm"  # any other LLM handed in is used
 
 
 def test_abandoned_calls_are_awaited_at_exit() -> None:

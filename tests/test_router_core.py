@@ -11,8 +11,11 @@ import torch
 from r2adapter.config import router_params
 from r2adapter.errors import R2AError
 from r2adapter.label.rules import avg_rank_rule, recall_first_rule, split_of, topk_first_rule
+from r2adapter.route.decision import decide
 from r2adapter.route.loss import focal_bce
-from r2adapter.route.threshold import decide, f1_recall, search_threshold
+from r2adapter.route.threshold import f1_recall, search_threshold
+
+pytestmark = pytest.mark.unit  # no Postgres, no server
 
 
 def test_avg_rank_rule_and_preference() -> None:
@@ -90,7 +93,7 @@ def test_threshold_search_on_crafted_scores() -> None:
     assert s.best_tau == pytest.approx(0.20)  # first τ that drops both dense queries
     assert s.best_score == pytest.approx(1.0)
     assert s.scores[0] == pytest.approx((2 / 3 + 1.0) / 2)  # τ = 0: all graph, P = .5, R = 1
-    assert list(decide(p_dense, p_graph, 0.3)) == [True, True, False, False]
+    assert list(decide(p_dense, p_graph, 0.3).graph) == [True, True, False, False]
     assert f1_recall(np.array([True, False]), np.array([False, False])) == (0.0, 0.0, 0.0)
     with pytest.raises(ValueError):
         search_threshold(p_dense, p_graph, truth, step=0)
@@ -173,8 +176,7 @@ def test_dense_evidence_reads_the_dense_top_k_titles() -> None:
         passage_emb=emb,
         passage_titles=["Ada Lovelace", "Charles Babbage", "London", "Paris"],
     )
-    ev = DenseEvidence("toy", k=2)
-    ev._graphs = SimpleNamespace(get=lambda dataset: graph)  # type: ignore[assignment]
+    ev = DenseEvidence("toy", SimpleNamespace(get=lambda dataset: graph), k=2)
     q = np.array([[0.9, 0.4, 0.1, 0.0], [0.0, 0.1, 0.2, 0.9]], dtype=np.float32)
     f = ev(["Did Ada Lovelace meet Charles Babbage?", "Who met Ada Lovelace in London?"], q)
     # query 1: top-2 = Ada, Babbage, both named → bucket 2; query 2: top-2 = Paris, London → 1
@@ -182,15 +184,17 @@ def test_dense_evidence_reads_the_dense_top_k_titles() -> None:
     assert normalise("A-b  C") == " a b c "
     # the retrieval embedding as a feature: appended after the one-hot, and sized-checked
     wide = SimpleNamespace(**{**graph.__dict__, "passage_emb": np.eye(4, 384, dtype=np.float32)})
-    both = DenseEvidence("toy", ("title_cover", "retrieval_embedding"), k=2)
-    both._graphs = SimpleNamespace(get=lambda dataset: wide)  # type: ignore[assignment]
+    wide_source = SimpleNamespace(get=lambda dataset: wide)
+    both = DenseEvidence("toy", wide_source, ("title_cover", "retrieval_embedding"), k=2)
     q384 = np.zeros((2, 384), dtype=np.float32)
     q384[:, :4] = q
     f2 = both(["Did Ada Lovelace meet Charles Babbage?", "Who met Ada Lovelace in London?"], q384)
     assert f2.shape == (2, 4 + 384) and both.dim == 388
     assert np.array_equal(f2[:, :4], f) and np.array_equal(f2[:, 4:], q384)
     with pytest.raises(R2AError, match="expects 384-d"):
-        DenseEvidence("toy", ("retrieval_embedding",))(["q"], np.zeros((1, 8), np.float32))
+        DenseEvidence("toy", wide_source, ("retrieval_embedding",))(
+            ["q"], np.zeros((1, 8), np.float32)
+        )
 
 
 def test_routers_read_features_and_onnx_scores_equal_torch() -> None:

@@ -14,6 +14,8 @@ from r2adapter.errors import R2AError
 from r2adapter.label.annotate import LabelRecord, export_labels, read_labels
 from tests.conftest import N_QUERIES, make_mini_musique, run_cli  # noqa: F401
 
+pytestmark = pytest.mark.integration  # the embedded Postgres
+
 
 @pytest.fixture(scope="module")
 def mini(mini_indexed: str, pg_env: dict[str, str]) -> dict[str, str]:
@@ -67,6 +69,53 @@ def test_label_train_register_promote(mini: dict[str, str]) -> None:
     champions = {m["router"] for m in models if "champion" in m["aliases"]}
     assert champions == {"r2a", "r2a_embed"}
     assert all("recall@5" in m["gate"] for m in models)
+
+
+def test_bench_routing_takes_the_reports_figures(mini: dict[str, str], tmp_path: Path) -> None:
+    """benchmarks/bench_routing.py reports `r2a evaluate routing`'s figures as they are
+    (both champions, the label-free calibration) and adds the τ-sweep curves and checks."""
+    from benchmarks.bench_routing import evaluate_set, latency_block, latency_checks, plot_curves
+    from r2adapter.config import label_params
+    from r2adapter.evaluate.routing_report import routing_report
+
+    rule = label_params().rule
+    bench = evaluate_set("musmini", "all", rule, llm_queries=0, calibrate=0.25)
+    report = routing_report("musmini", "all", rule)
+    calibrated = routing_report("musmini", "all", rule, 0.25)
+
+    def figures(m: dict) -> dict:  # latency is measured again in each run
+        return {k: v for k, v in m.items() if not k.startswith("latency")}
+
+    for name, m in report["routers"].items():  # type: ignore[union-attr]
+        assert figures(bench["routers"][name]) == figures(m), name
+    taus = calibrated["calibration"]["taus"]  # type: ignore[index]
+    assert set(taus) == {"r2a", "r2a_embed"} and bench["calibration"]["taus"] == taus
+    for name in taus:
+        budget = bench["routers"][f"{name}_budget"]
+        assert figures(budget) == figures(calibrated["routers"][name]), name  # type: ignore[index]
+    assert bench["champion_versions"] == report["champion_versions"]
+    assert "LLM-router skipped (--llm-queries 0)" in bench["notes"]
+
+    # what the benchmark adds: each champion's curve runs from all-dense to all-graph
+    dense, graph = (bench["routers"][k]["recall@5"] for k in ("always_dense", "always_graph"))
+    assert set(bench["curves"]) == {"r2a", "r2a_embed"}
+    for curve in bench["curves"].values():
+        assert curve[0]["graph_usage"] == 0.0 and curve[0]["recall@5"] == pytest.approx(dense)
+        assert curve[-1]["graph_usage"] == 1.0 and curve[-1]["recall@5"] == pytest.approx(graph)
+    assert set(bench["checks"]) == {"r2a", "r2a_embed", "r2a_budget", "r2a_embed_budget"}
+    for c in bench["checks"].values():
+        assert c["best_single_recall@5"] == max(dense, graph)
+
+    # timing repeats, one query at a time, and the plot
+    questions = [r.question for r in read_labels(settings().root / "labels" / "musmini.jsonl")]
+    lat = latency_block(questions, 4, "musmini")
+    timed = {"r2a", "r2a_torch", "r2a_embed_head", "r2a_embed_with_encoding", "ner"}
+    assert timed | {"query_encoding"} <= set(lat) and lat["queries"] == 4
+    assert all(0 < lat[k]["p50_ms"] <= lat[k]["p95_ms"] for k in timed)
+    assert lat["r2a_torch_decision_agreement"] == 1.0  # ONNX and torch decide alike
+    assert set(latency_checks(lat)) >= {"r2a_within_target", "r2a_embed_head_within_target"}
+    png = plot_curves({"musmini:all": bench}, tmp_path / "routing.png")
+    assert png.stat().st_size > 10_000
 
 
 def test_mlflow_run_has_curves_and_label_hash(mini: dict[str, str]) -> None:
@@ -128,6 +177,7 @@ def test_router_with_dense_evidence_on_onnx(mini: dict[str, str]) -> None:
     """What params.yaml asks of the pipeline's r2a: dense evidence, served on ONNX Runtime."""
     from r2adapter.registry.models import alias_version, load_router
     from r2adapter.registry.register import train_and_register
+    from r2adapter.retrieve.graph_index import GRAPHS
 
     champion = alias_version("r2a", "champion")
     p = router_params("minilm", features=("title_cover",), runtime="onnx", normalize=True, epochs=1)
@@ -139,6 +189,9 @@ def test_router_with_dense_evidence_on_onnx(mini: dict[str, str]) -> None:
     p_d, p_g = r2a.score(qs)  # reads the musmini index for its features
     assert ((0 <= p_d) & (p_d <= 1) & (0 <= p_g) & (p_g <= 1)).all()
     torch_twin = type(r2a)(type(r2a.cfg)(**{**r2a.cfg.__dict__, "runtime": "torch"}), r2a.net)
+    with pytest.raises(R2AError, match="bind it"):  # its features need a corpus's index
+        torch_twin.score(qs)
+    torch_twin.bind("musmini", GRAPHS)
     t_d, t_g = torch_twin.score(qs)
     assert abs(t_g - p_g).max() < 1e-5 and abs(t_d - p_d).max() < 1e-5
     now = alias_version("r2a", "champion")  # training alone never moves the champion

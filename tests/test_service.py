@@ -80,6 +80,11 @@ def test_rewrite_and_answer(service: dict[str, str]) -> None:
     body = r.json()
     assert body["rewritten"].startswith(QUESTION)
     assert (body["fallback"] is None) == body["ok"]
+    # the local LLM loads in the background: /readyz/answer says when /answer can answer
+    deadline = time.time() + 180
+    while httpx.get(f"{service['url']}/readyz/answer").status_code != 200:
+        assert time.time() < deadline, "the answer path was not ready in 180 s"
+        time.sleep(1)
     r = post(service, "/answer", {"query": QUESTION, "mode": "dense", "top_k": 2}, timeout=120)
     assert r.status_code == 200, r.text
     assert isinstance(r.json()["answer"], str) and r.json()["answer"]
@@ -98,6 +103,9 @@ def test_rewrite_and_answer(service: dict[str, str]) -> None:
         ("/retrieve", {"query": "q", "top_k": 101}, "top_k"),
         ("/retrieve", {"query": "q", "top_k": "5"}, "top_k"),
         ("/retrieve", {"query": "q", "top_k": True}, "top_k"),
+        ("/retrieve", {"query": "q", "top_k": None}, "top_k"),
+        ("/retrieve", {"query": "q", "mode": None}, "mode"),
+        ("/route_batch", {"queries": ["fine", " "]}, "queries[1]"),
         ("/answer", {"query": ["a list"]}, "query"),
         ("/rewrite", {"query": None}, "query"),
     ],
@@ -140,6 +148,7 @@ def test_database_down_then_back(service: dict[str, str]) -> None:
     try:
         r = post(service, "/retrieve", {"query": QUESTION, "mode": "dense"})
         assert r.status_code == 503 and "error" in r.json(), r.text
+        assert "postgresql://" not in r.text and "127.0.0.1" not in r.text
         assert httpx.get(f"{service['url']}/healthz").status_code == 200
         assert httpx.get(f"{service['url']}/readyz").status_code == 503
         assert post(service, "/route", {"query": QUESTION}).status_code == 200  # in memory

@@ -15,6 +15,8 @@ from r2adapter.store.db import connection
 from r2adapter.store.load import load
 from r2adapter.store.migrate import available, migrate
 
+pytestmark = pytest.mark.integration  # the embedded Postgres
+
 
 def _count(sql: str, *params: object) -> int:
     with connection() as conn:

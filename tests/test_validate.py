@@ -6,9 +6,13 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from r2adapter.config import settings
 from r2adapter.data.adapters import load_dataset
 from r2adapter.data.validate import validate
+
+pytestmark = pytest.mark.unit  # no Postgres, no server
 
 
 def test_shipped_2wiki_passes_and_counts_complete_gold() -> None:

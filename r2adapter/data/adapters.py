@@ -9,6 +9,7 @@ Query formats: MuSiQue/HippoRAG `paragraphs[].is_supporting`, HotpotQA `context`
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,18 @@ from r2adapter.data.schema import Dataset, Passage, Query, passage_id
 from r2adapter.errors import DataError
 
 
+def _require_name(dataset: str) -> None:
+    # Path("") is the current folder: a blank --dataset would silently name the checkout.
+    if not dataset.strip():
+        raise DataError(
+            "--dataset is empty: give a shipped name (e.g. musique) or a folder with "
+            "<name>.json and <name>_corpus.json"
+        )
+
+
 def resolve_dataset_dir(dataset: str) -> tuple[str, Path]:
     """A shipped name (`musique`) or a folder path → (name, folder)."""
+    _require_name(dataset)
     path = Path(dataset)
     if path.is_dir():
         return path.resolve().name, path.resolve()
@@ -49,6 +60,11 @@ def read_json(path: Path) -> Any:
         ) from None
     except UnicodeDecodeError as e:
         raise DataError(f"{path}: not UTF-8 text ({e.reason})") from None
+    except RecursionError:  # the C decoder recurses once per nesting level
+        raise DataError(
+            f"{path}: JSON nested too deeply to read (over ~{sys.getrecursionlimit()} levels); "
+            "a dataset file is a list or an object of records"
+        ) from None
 
 
 # ---- corpus formats -------------------------------------------------------------------
@@ -223,6 +239,10 @@ def load_dataset(dataset: str) -> Dataset:
     name, folder = resolve_dataset_dir(dataset)
     qpath, cpath = folder / f"{name}.json", folder / f"{name}_corpus.json"
     craw, qraw = read_json(cpath), read_json(qpath)
+    if isinstance(craw, list | dict) and not craw:
+        raise DataError(f"{cpath}: the corpus is empty: give at least one passage")
+    if isinstance(qraw, list | dict) and not qraw:
+        raise DataError(f"{qpath}: there are no queries: give at least one")
     cfmt = detect_corpus_format(craw)
     if cfmt is None:
         raise DataError(
@@ -244,5 +264,6 @@ def load_dataset(dataset: str) -> Dataset:
 
 def dataset_name(dataset: str) -> str:
     """The stored name of a dataset given by name or by folder path."""
+    _require_name(dataset)
     path = Path(dataset)
     return path.resolve().name if path.is_dir() else dataset

@@ -5,6 +5,11 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
+# A passage is a retrieval unit (a Wikipedia abstract: the shipped corpora's longest has
+# 6,434 characters), not a book: the encoder reads its first 256 tokens, and spaCy's parser
+# needs about 1 GB per 100,000 characters. Longer passages are refused by validation and load.
+MAX_PASSAGE_CHARS = 100_000
+
 
 def passage_id(title: str, text: str) -> str:
     """Identity from title + text (HippoRAG's chunk id), never title alone.

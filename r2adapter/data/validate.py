@@ -6,10 +6,11 @@ import logging
 import os
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
-from r2adapter.data.schema import Dataset
+from r2adapter.data.schema import MAX_PASSAGE_CHARS, Dataset, Passage
 
 BLANK = r"^\s*$"
 
@@ -46,6 +47,64 @@ class Report:
     def success(self) -> bool:
         return all(c.success for c in self.checks)
 
+    @property
+    def failed(self) -> list[Check]:
+        return [c for c in self.checks if not c.success]
+
+    def to_report(self) -> dict[str, object]:
+        """reports/validate/<dataset>.json (a DVC metric): these keys, in this order."""
+        return {"dataset": self.dataset, **self._counts()}
+
+    def metrics(self) -> dict[str, float]:
+        return {k: float(v) for k, v in self._counts().items()}
+
+    def _counts(self) -> dict[str, int]:
+        return {
+            "passages": self.n_passages,
+            "queries": self.n_queries,
+            "complete_gold": self.n_complete,
+            "expectations": len(self.checks),
+            "failed": len(self.failed),
+        }
+
+
+def corpus_problems(ds: Dataset) -> list[str]:
+    """What validation fails on and a load cannot store as given: repeated passages and
+    passages over MAX_PASSAGE_CHARS. Plain Python (milliseconds), so that `r2a data load`
+    and `r2a index` refuse the corpora `r2a data validate` fails, without running the suites."""
+    problems = []
+    by_id: dict[str, Passage] = {}
+    copies: list[Passage] = []
+    for p in ds.passages:
+        if p.id in by_id:
+            copies.append(p)
+        else:
+            by_id[p.id] = p
+    if copies:
+        problems.append(
+            f"{len(copies)} passage(s) repeat another's title and text "
+            f"(e.g. '{copies[0].title[:60]}')"
+        )
+    by_text: dict[str, Passage] = {}
+    retitled: list[Passage] = []
+    for p in by_id.values():
+        if p.text in by_text:
+            retitled.append(p)
+        else:
+            by_text[p.text] = p
+    if retitled:
+        problems.append(
+            f"{len(retitled)} passage(s) repeat another's text under another title "
+            f"(e.g. '{retitled[0].title[:60]}')"
+        )
+    long = [p for p in by_id.values() if len(p.text) > MAX_PASSAGE_CHARS]
+    if long:
+        problems.append(
+            f"{len(long)} passage(s) over {MAX_PASSAGE_CHARS:,} characters (e.g. "
+            f"'{long[0].title[:60]}', {len(long[0].text):,}): split them into passages"
+        )
+    return problems
+
 
 def _frames(ds: Dataset) -> dict[str, pd.DataFrame]:
     corpus = pd.DataFrame(
@@ -71,7 +130,7 @@ def _frames(ds: Dataset) -> dict[str, pd.DataFrame]:
     return {"corpus": corpus, "queries": queries, "gold": gold}
 
 
-def _suites(ds: Dataset) -> dict[str, list[object]]:
+def _suites(ds: Dataset) -> dict[str, list[Any]]:
     import great_expectations as gx
 
     e = gx.expectations
@@ -84,6 +143,7 @@ def _suites(ds: Dataset) -> dict[str, list[object]]:
             e.ExpectColumnValuesToNotMatchRegex(column="title", regex=BLANK),
             e.ExpectColumnValuesToNotMatchRegex(column="text", regex=BLANK),
             e.ExpectColumnValuesToBeUnique(column="text"),
+            e.ExpectColumnValueLengthsToBeBetween(column="text", max_value=MAX_PASSAGE_CHARS),
         ],
         "queries": [
             e.ExpectTableRowCountToBeBetween(min_value=1),
@@ -125,14 +185,16 @@ def validate(ds: Dataset) -> Report:
             )
             suite = gx.ExpectationSuite(name=f"{ds.name}-{table}", expectations=expectations)
             for r in batch.validate(suite).results:
-                res = r.result or {}
+                res, cfg = r.result or {}, r.expectation_config
+                if cfg is None:  # a result always carries its expectation
+                    continue
                 checked = res.get("element_count", res.get("observed_value", len(frames[table])))
                 examples = res.get("partial_unexpected_list") or []
                 checks.append(
                     Check(
                         table,
-                        r.expectation_config.type,
-                        r.expectation_config.kwargs.get("column"),
+                        cfg.type,
+                        cfg.kwargs.get("column"),
                         bool(r.success),
                         int(checked),
                         int(res.get("unexpected_count") or 0),

@@ -29,3 +29,9 @@ def average_rank(ranked: Sequence[str], gold: Sequence[str], depth: int) -> floa
 
 def percentile(values: Sequence[float], q: float) -> float:
     return float(np.percentile(values, q)) if len(values) else 0.0
+
+
+def metric_key(name: str) -> str:
+    """A figure's name as a metric key: MLflow and Kubeflow take no '@' (recall@5 →
+    recall_at_5)."""
+    return name.replace("@", "_at_")

@@ -46,16 +46,12 @@ def time_router(
     The embedding router is timed on the query embedding the dense retriever computes anyway.
     """
     decisions, latency = [], []
-    router.route([records[0].question])  # warm-up (lazy loads)
+    router.decide([records[0].question])  # warm-up (lazy loads)
     for i, r in enumerate(records):
+        qvecs = embeddings[i : i + 1] if embeddings is not None else None
         t = time.perf_counter()
-        if embeddings is not None and getattr(router, "uses_embedding", False):
-            p_d, p_g = router.score([r.question], embeddings[i : i + 1])  # type: ignore[call-arg]
-            g = bool((p_g - p_d)[0] > router.tau)
-        else:
-            g = bool(router.route([r.question])[0])
+        decisions.append(bool(router.decide([r.question], qvecs).graph[0]))
         latency.append((time.perf_counter() - t) * 1000)
-        decisions.append(g)
     return np.array(decisions), latency
 
 

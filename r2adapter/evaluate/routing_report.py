@@ -8,6 +8,7 @@ from r2adapter.evaluate.routing import evaluate_routers, recovered_gain
 from r2adapter.label.annotate import db_labels
 from r2adapter.route.base import Router
 from r2adapter.route.baselines import AlwaysDense, AlwaysGraph, LLMRouter, NERRouter, OracleRouter
+from r2adapter.route.kinds import TRAINED_ROUTERS
 
 
 def routing_report(
@@ -18,6 +19,7 @@ def routing_report(
     from r2adapter.evaluate.retrieval import stored_queries
     from r2adapter.index.encoder import get_encoder
     from r2adapter.registry.models import load_router
+    from r2adapter.retrieve.graph_index import GRAPHS
 
     if calibrate is not None and not 0.0 <= calibrate <= 1.0:
         raise R2AError(f"--calibrate-usage must be in [0, 1], not {calibrate}")
@@ -35,10 +37,10 @@ def routing_report(
     if calibrate is not None:  # the corpus's questions, encoded once for both routers
         corpus = [q.question for q in stored_queries(dataset, complete_only=False)]
         corpus_emb = get_encoder().encode(corpus) if corpus else None
-    for kind in ("r2a", "r2a_embed"):
+    for kind in TRAINED_ROUTERS:
         try:
             router, version = load_router(kind, "champion")
-            router.bind(dataset)
+            router.bind(dataset, GRAPHS)
             if calibrate is not None:  # before the router joins: a failure leaves it out
                 tau_star = router.tau
                 tau = router.calibrate(corpus, calibrate, corpus_emb)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from r2adapter.config import GraphParams
+from r2adapter.config import graph_params
 from r2adapter.data.adapters import load_dataset
 from r2adapter.data.schema import Dataset
 from r2adapter.index.encoder import Encoder, get_encoder
@@ -35,6 +35,25 @@ class IndexReport:
     openie: str
     counts: dict[str, int] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+
+    def to_report(self) -> dict[str, object]:
+        """reports/index/<dataset>.json (a DVC metric): these keys, in this order."""
+        return {
+            "dataset": self.dataset,
+            "version": self.version,
+            "created": self.created,
+            "encoder": self.encoder,
+            "openie": self.openie,
+            **self.counts,
+            **{f"seconds_{k}": v for k, v in self.timings.items()},
+        }
+
+    def metrics(self) -> dict[str, float]:
+        return {
+            **self.counts,
+            **{f"seconds_{k}": round(v, 3) for k, v in self.timings.items()},
+            "index_version": self.version,
+        }
 
 
 def make_openie(backend: str, ds: Dataset) -> OpenIE:
@@ -60,7 +79,7 @@ def _embed_cached(enc: Encoder, kind: str, texts: list[str], log: Log) -> np.nda
 
 
 def build_index(dataset: str, openie: str = "spacy", log: Log = print) -> IndexReport:
-    params = GraphParams()
+    params = graph_params()  # params.yaml `graph:`
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     ds = load_dataset(dataset)

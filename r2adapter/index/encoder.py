@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from r2adapter.config import EncoderParams
+from r2adapter.config import encoder_params
 from r2adapter.errors import R2AError
 
 MINILM = "all-MiniLM-L6-v2"
@@ -151,5 +151,5 @@ def _cuda() -> bool:
 
 @cache
 def get_encoder(model: str | None = None) -> Encoder:
-    p = EncoderParams()
+    p = encoder_params()  # params.yaml `encoder:`, then R2A_ENCODER*
     return Encoder(model or p.model, p.batch_size, p.max_seq_length, p.backend)

@@ -1,7 +1,7 @@
 """OpenIE behind one protocol: passages in, entities and [subject, relation, object] out.
 
-Backends register by name (`precomputed`, `spacy`, `llm`); results are cached per passage
-hash by the index build, so a backend never sees a passage twice.
+Backends are found by name in OPENIE_BACKENDS (`precomputed`, `spacy`, `llm`); results are
+cached per passage hash by the index build, so a backend never sees a passage twice.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from r2adapter.data.schema import Passage
@@ -37,29 +37,30 @@ class OpenIE(ABC):
         return self.name
 
 
-_REGISTRY: dict[str, Callable[..., OpenIE]] = {}
-
-
-def register(name: str) -> Callable[[Callable[..., OpenIE]], Callable[..., OpenIE]]:
-    def deco(factory: Callable[..., OpenIE]) -> Callable[..., OpenIE]:
-        _REGISTRY[name] = factory
-        return factory
-
-    return deco
-
-
-_MODULES = {
-    "precomputed": "r2adapter.index.openie_precomputed",
-    "spacy": "r2adapter.index.openie_spacy",
-    "llm": "r2adapter.index.openie_llm",
+# The OpenIE backends by name, each "module:class": the one table that `get_openie`, the
+# CLI's `--openie` choices and the pipeline's parameter check read. A backend's module is
+# imported only when it is asked for (spaCy and the LLM clients are heavy).
+OPENIE_BACKENDS: dict[str, str] = {
+    "precomputed": "r2adapter.index.openie_precomputed:PrecomputedOpenIE",
+    "spacy": "r2adapter.index.openie_spacy:SpacyOpenIE",
+    "llm": "r2adapter.index.openie_llm:LLMOpenIE",
 }
 
 
+def backend_class(name: str) -> type[OpenIE]:
+    """The OpenIE class registered as `name`; an unknown name is a one-line error."""
+    if name not in OPENIE_BACKENDS:
+        raise R2AError(
+            f"unknown OpenIE backend '{name}': choose one of {', '.join(OPENIE_BACKENDS)}"
+        )
+    module, cls = OPENIE_BACKENDS[name].split(":")
+    found = getattr(importlib.import_module(module), cls)
+    assert issubclass(found, OpenIE), f"{OPENIE_BACKENDS[name]} is not an OpenIE backend"
+    return found
+
+
 def get_openie(name: str, **kwargs: object) -> OpenIE:
-    if name not in _MODULES:
-        raise R2AError(f"unknown OpenIE backend '{name}': choose one of {', '.join(_MODULES)}")
-    importlib.import_module(_MODULES[name])  # the backend registers itself on import
-    return _REGISTRY[name](**kwargs)
+    return backend_class(name)(**kwargs)
 
 
 def normalize_phrase(text: str) -> str:

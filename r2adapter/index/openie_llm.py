@@ -18,7 +18,7 @@ from tqdm import tqdm
 
 from r2adapter.data.schema import Passage
 from r2adapter.errors import R2AError
-from r2adapter.index.openie import Extraction, OpenIE, clean_triples, normalize_phrase, register
+from r2adapter.index.openie import Extraction, OpenIE, clean_triples, normalize_phrase
 from r2adapter.llm import LLM, extract_json_object, get_llm
 from r2adapter.llm.prompts import load_prompts
 
@@ -31,7 +31,6 @@ NO_LLM = (
 )
 
 
-@register("llm")
 class LLMOpenIE(OpenIE):
     name = "llm"
 

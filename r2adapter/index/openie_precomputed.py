@@ -12,7 +12,7 @@ from pathlib import Path
 
 from r2adapter.data.schema import Passage, passage_id
 from r2adapter.errors import DataError
-from r2adapter.index.openie import Extraction, OpenIE, clean_triples, register
+from r2adapter.index.openie import Extraction, OpenIE, clean_triples
 
 
 def find_openie_file(dataset_dir: Path) -> Path:
@@ -35,7 +35,6 @@ def _doc_id(doc: dict[str, object], by_passage: dict[str, str]) -> str | None:
     return None
 
 
-@register("precomputed")
 class PrecomputedOpenIE(OpenIE):
     name = "precomputed"
 

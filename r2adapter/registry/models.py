@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from r2adapter.errors import R2AError
+from r2adapter.evaluate.metrics import metric_key
 from r2adapter.registry.tracking import MODEL_NAMES, mlflow_setup
 from r2adapter.route.trained import TrainedRouter
 
 GATE_METRICS = ("recall@5", "f1_graph", "recall_graph", "graph_usage")
-
-
-def tag_key(metric: str) -> str:
-    return metric.replace("@", "_at_")  # MLflow keys take no "@"
 
 
 @dataclass(frozen=True)
@@ -112,13 +108,10 @@ def list_models() -> list[dict[str, Any]]:
                     "aliases": aliases.get(str(v.version), []),
                     "run_id": v.run_id,
                     "gate": {
-                        m: float(v.tags[tag_key(m)]) for m in GATE_METRICS if tag_key(m) in v.tags
+                        m: float(v.tags[metric_key(m)])
+                        for m in GATE_METRICS
+                        if metric_key(m) in v.tags
                     },
                 }
             )
     return rows
-
-
-def save_router_dir(router: TrainedRouter, folder: Path) -> Path:
-    router.save(folder)
-    return folder

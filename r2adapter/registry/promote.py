@@ -9,6 +9,7 @@ import numpy as np
 
 from r2adapter.config import label_params, router_params
 from r2adapter.errors import R2AError
+from r2adapter.evaluate.metrics import metric_key
 from r2adapter.evaluate.routing import routing_metrics
 from r2adapter.label.annotate import db_labels
 from r2adapter.registry.models import Gate, alias_version, client, load_router, model_name
@@ -23,6 +24,28 @@ class PromoteResult:
     reasons: list[str]
     candidate_metrics: dict[str, float]
     champion_metrics: dict[str, float] | None
+
+    def to_report(self) -> dict[str, object]:
+        """reports/promote/<router>.json (a DVC metric): these keys, in this order."""
+        return {
+            "router": self.kind,
+            "promoted": self.promoted,
+            "candidate": self.candidate,
+            "champion_before": self.champion_before,
+            "reasons": self.reasons,
+            "candidate_metrics": self.candidate_metrics,
+            "champion_metrics": self.champion_metrics,
+        }
+
+    def metrics(self) -> dict[str, float]:
+        out: dict[str, float] = {
+            "promoted": int(self.promoted),
+            "candidate_version": int(self.candidate),
+            "champion_before_version": int(self.champion_before or 0),
+        }
+        for who, m in (("candidate", self.candidate_metrics), ("champion", self.champion_metrics)):
+            out.update({f"{who}_{metric_key(k)}": round(v, 6) for k, v in (m or {}).items()})
+        return out
 
 
 def promote(

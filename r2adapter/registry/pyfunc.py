@@ -12,9 +12,12 @@ import pandas as pd
 
 class RouterModel(mlflow.pyfunc.PythonModel):
     def load_context(self, context):  # type: ignore[no-untyped-def]
+        from r2adapter.retrieve.graph_index import GRAPHS
         from r2adapter.route.trained import TrainedRouter
 
         self.router = TrainedRouter.load(Path(context.artifacts["router"]))
+        if self.router.cfg.corpus:  # its features read the corpus it was trained on
+            self.router.bind(self.router.cfg.corpus, GRAPHS)
 
     # no type hints on predict: MLflow would read them as a (wrong) schema
     def predict(self, context, model_input, params=None):  # type: ignore[no-untyped-def]
@@ -23,15 +26,14 @@ class RouterModel(mlflow.pyfunc.PythonModel):
             if isinstance(model_input, pd.DataFrame)
             else list(model_input)
         )
-        p_dense, p_graph = self.router.score(queries)
-        graph = (p_graph - p_dense) > self.router.tau  # R²Adapter eq. 4
+        d = self.router.decide(queries)  # R²Adapter eqs. 4 and 7
         return pd.DataFrame(
             {
-                "p_dense": p_dense,
-                "p_graph": p_graph,
-                "decision": np.where(graph, "graph", "dense"),
-                "rewrite": graph & (p_graph < self.router.epsilon),  # eq. 7
-                "tau": self.router.tau,
-                "epsilon": self.router.epsilon,
+                "p_dense": d.p_dense,
+                "p_graph": d.p_graph,
+                "decision": np.where(d.graph, "graph", "dense"),
+                "rewrite": d.rewrite,
+                "tau": d.tau,
+                "epsilon": d.epsilon,
             }
         )

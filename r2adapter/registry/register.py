@@ -11,12 +11,14 @@ from pathlib import Path
 import numpy as np
 
 from r2adapter.config import RouterParams, settings
+from r2adapter.evaluate.metrics import metric_key
 from r2adapter.evaluate.plots import plot_pr, plot_threshold_search
 from r2adapter.evaluate.routing import routing_metrics
 from r2adapter.label.annotate import LabelRecord, read_labels
 from r2adapter.label.step import label_paths
-from r2adapter.registry.models import GATE_METRICS, client, model_name, tag_key
+from r2adapter.registry.models import GATE_METRICS, client, model_name
 from r2adapter.registry.tracking import mlflow_setup
+from r2adapter.route.kinds import router_kind
 from r2adapter.train.fit import TrainResult, train_router
 
 
@@ -33,9 +35,28 @@ class TrainReport:
     seconds: float
     curve: list[dict[str, float]]  # Score(τ) at the best step, for `dvc plots`
 
+    def to_report(self) -> dict[str, object]:
+        """reports/train/<backbone>.json (a DVC metric): these keys, in this order; the
+        curve goes to its own file (`curve`)."""
+        return {
+            "router": self.kind,
+            "version": self.version,
+            "run_id": self.run_id,
+            "tau": self.tau,
+            "best_step": self.best_step,
+            "steps": self.steps,
+            "seconds": self.seconds,
+            **{f"test_{k}": v for k, v in self.test.items()},
+        }
 
-def router_kind(backbone: str) -> str:
-    return "r2a_embed" if backbone == "embedding" else "r2a"
+    def metrics(self) -> dict[str, float]:
+        return {
+            "tau_star": self.tau,
+            "best_step": self.best_step,
+            "steps": self.steps,
+            "train_seconds": round(self.seconds, 1),
+            **{f"test_{metric_key(k)}": round(v, 6) for k, v in self.test.items()},
+        }
 
 
 def test_metrics(result: TrainResult, records: list[LabelRecord]) -> dict[str, float]:
@@ -84,7 +105,7 @@ def train_and_register(
         )
         result = train_router(records, params, logger=logger, progress=progress, dataset=dataset)
         test = test_metrics(result, records)
-        mlflow.log_metrics({f"test_{k.replace('@', '_at_')}": v for k, v in test.items()})
+        mlflow.log_metrics({f"test_{metric_key(k)}": v for k, v in test.items()})
         mlflow.log_metrics(
             {
                 "tau_star": result.history.best_tau,
@@ -124,7 +145,7 @@ def train_and_register(
     c.set_registered_model_alias(model_name(kind), "candidate", version)
     for m in GATE_METRICS:
         if m in test:
-            c.set_model_version_tag(model_name(kind), version, tag_key(m), f"{test[m]:.6f}")
+            c.set_model_version_tag(model_name(kind), version, metric_key(m), f"{test[m]:.6f}")
     c.set_model_version_tag(model_name(kind), version, "dataset", dataset)
     c.set_model_version_tag(model_name(kind), version, "label_rule", records[0].rule)
     best = next((p for p in result.history.points if p.step == result.history.best_step), None)
@@ -161,23 +182,6 @@ def train_and_register(
         time.perf_counter() - t0,
         curve,
     )
-
-
-def router_signature():  # type: ignore[no-untyped-def]
-    import pandas as pd
-    from mlflow.models import infer_signature
-
-    out = pd.DataFrame(
-        {
-            "p_dense": [0.5],
-            "p_graph": [0.5],
-            "decision": ["dense"],
-            "rewrite": [False],
-            "tau": [0.0],
-            "epsilon": [0.6],
-        }
-    )
-    return infer_signature(pd.DataFrame({"query": ["a question"]}), out)
 
 
 def _md5(path: Path) -> str:

@@ -8,9 +8,10 @@ import warnings
 
 from r2adapter.config import settings
 from r2adapter.errors import R2AError
+from r2adapter.route.kinds import TRAINED_ROUTERS
 
 EXPERIMENT = "r2a-router"
-MODEL_NAMES = {"r2a": "r2a-router", "r2a_embed": "r2a-router-embed"}
+MODEL_NAMES = {name: kind.model for name, kind in TRAINED_ROUTERS.items()}  # router → model
 
 
 def mlflow_setup() -> str:

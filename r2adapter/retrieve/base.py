@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
@@ -28,9 +29,28 @@ class Retriever(ABC):
         """Top-k passages; `qvec` is the query embedding when the caller already has it."""
 
 
-def check_query(query: str) -> str:
-    if not isinstance(query, str) or not query.strip():
-        raise R2AError("the query is empty: give a question")
+# Unicode categories a reader can see: letters, numbers, punctuation, symbols. A query of
+# only whitespace, controls (NUL), format characters (zero-width space and joiners, BOM) or
+# lone combining marks asks nothing, yet embeds to a vector that retrieves passages.
+_VISIBLE = ("L", "N", "P", "S")
+
+
+def query_problem(query: object) -> str | None:
+    """Why `query` is not a question (one line), or None. The one check the CLI, the
+    library and the service share."""
+    if not isinstance(query, str):
+        return f"the query must be text, not {type(query).__name__}"
     if len(query) > MAX_QUERY_CHARS:
-        raise R2AError(f"the query has {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
+        return f"the query has {len(query)} characters; the limit is {MAX_QUERY_CHARS}"
+    if "\x00" in query:
+        return "the query contains a NUL character"
+    if not any(unicodedata.category(ch)[0] in _VISIBLE for ch in query):
+        return "the query is empty: it has no visible character; give a question"
+    return None
+
+
+def check_query(query: str) -> str:
+    problem = query_problem(query)
+    if problem:
+        raise R2AError(problem)
     return query.strip()

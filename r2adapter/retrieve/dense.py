@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from psycopg import sql
 
-from r2adapter.config import GraphParams
+from r2adapter.config import graph_params
 from r2adapter.errors import R2AError
 from r2adapter.index.encoder import Encoder, get_encoder
 from r2adapter.retrieve.base import Hit, Retriever, check_query
@@ -40,7 +40,7 @@ class DenseRetriever(Retriever):
             " JOIN passages p ON p.dataset = {ds} AND p.id = e.passage_id"
             " ORDER BY score DESC"
         ).format(vt=vt, ds=sql.Literal(dataset), enc=sql.Literal(self.encoder.name))
-        self._ef = GraphParams().hnsw_ef_search
+        self._ef = graph_params().hnsw_ef_search
 
     def retrieve(self, query: str, k: int = 5, qvec: np.ndarray | None = None) -> list[Hit]:
         query = check_query(query)

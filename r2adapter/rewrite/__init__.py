@@ -1,4 +1,5 @@
-"""The query rewriter: triplet decomposition of a query by an LLM, with fallback to the query."""
+"""The query rewriter: triplet decomposition of a query (by an LLM or by its structure), with
+fallback to the query."""
 
 from r2adapter.rewrite.parse import (
     MAX_TRIPLETS,
@@ -8,15 +9,24 @@ from r2adapter.rewrite.parse import (
     parse_triplets,
     rewritten_query,
 )
-from r2adapter.rewrite.rewriter import FALLBACK_REASONS, Rewriter, RewriteResult, needs_rewrite
+from r2adapter.rewrite.rewriter import (
+    BACKENDS,
+    FALLBACK_REASONS,
+    Rewriter,
+    RewriteResult,
+    default_backend,
+    needs_rewrite,
+)
 
 __all__ = [
+    "BACKENDS",
     "FALLBACK_REASONS",
     "MAX_TRIPLETS",
     "MalformedRewrite",
     "RewriteResult",
     "Rewriter",
     "Triplet",
+    "default_backend",
     "format_triplets",
     "needs_rewrite",
     "parse_triplets",

@@ -59,9 +59,9 @@ def parse_triplets(
             raise MalformedRewrite(f"triplet {i} asks for a relation, not an entity")
         if head == tail:
             raise MalformedRewrite(f"triplet {i} links '{head}' to itself")
-        t = (head, rel, tail)
-        if t not in out:
-            out.append(t)
+        triplet = (head, rel, tail)
+        if triplet not in out:
+            out.append(triplet)
     if len(out) > max_triplets:
         raise MalformedRewrite(f"{len(out)} triplets, more than {max_triplets}")
     if not any(TARGET in (h, t) for h, _, t in out):

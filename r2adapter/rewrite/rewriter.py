@@ -1,5 +1,10 @@
-"""The query rewriter (R²Adapter §3.3): an LLM decomposes the query into `[head, relation,
-tail]` triplets, and q' = q + the triplets, one per line (eq. 6).
+"""The query rewriter (R²Adapter §3.3): the query is decomposed into `[head, relation,
+tail]` triplets, and q' = q + the triplets, one per line (eq. 6). Two backends write the
+same triplets: `llm` (an LLM follows r2adapter/prompts/rewrite.md) and `structural`
+(patterns and a dependency parse, no LLM: r2adapter/rewrite/structural.py). `structural`
+is the default unless an LLM endpoint is configured (or an LLM is handed in);
+R2A_REWRITE_BACKEND names one outright. A question `structural` cannot read falls back as
+`unparsed`; it never waits on anything, so it has no timeout.
 
 Whatever goes wrong, the caller gets a usable query: on a malformed reply, an LLM error,
 or when the time budget runs out, `rewrite()` returns the query unchanged and names the
@@ -14,6 +19,7 @@ greedy, so asking again gives the same reply), not timeouts or errors (they may 
 from __future__ import annotations
 
 import atexit
+import json
 import logging
 import threading
 import time
@@ -36,7 +42,8 @@ from r2adapter.rewrite.parse import (
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-FALLBACK_REASONS = ("malformed", "timeout", "error", "empty")
+FALLBACK_REASONS = ("malformed", "timeout", "error", "empty", "unparsed")
+BACKENDS = ("structural", "llm")
 PROMPT = "rewrite"  # r2adapter/prompts/rewrite.md
 MAX_TOKENS = 128  # ~20 tokens a triplet; a reply that runs on is a loop
 
@@ -50,6 +57,33 @@ class RewriteResult:
     fallback: str | None = None  # None when rewritten, else one of FALLBACK_REASONS
     ms: float = 0.0  # wall time of this call (a cache hit's is the lookup)
     cached: bool = False
+
+
+def default_backend(llm: LLM | None = None) -> str:
+    """R2A_REWRITE_BACKEND when set; else `llm` when an LLM is handed in or an endpoint is
+    configured (R2A_LLM_BACKEND / R2A_LLM_BASE_URL), except the implicit local model, whose
+    rewrites are slower than the 5 s budget and mostly malformed (issue 15); else
+    `structural`."""
+    import os
+
+    from r2adapter.llm.base import LLMSettings
+
+    named = os.environ.get("R2A_REWRITE_BACKEND", "").strip().lower()
+    if named:
+        if named not in BACKENDS:
+            raise LLMError(
+                f"R2A_REWRITE_BACKEND={named!r} is not a rewriter backend: choose "
+                + " or ".join(BACKENDS)
+            )
+        return named
+    cfg = LLMSettings.from_env()
+    if cfg.backend or cfg.base_url:
+        return "llm"
+    from r2adapter.llm.local import LocalLLM
+
+    if llm is not None and not isinstance(llm, LocalLLM):
+        return "llm"
+    return "structural"
 
 
 def needs_rewrite(routed_to_graph: bool, p_graph: float, epsilon: float | None = None) -> bool:
@@ -70,19 +104,27 @@ class Rewriter:
         *,
         max_tokens: int = MAX_TOKENS,
         max_triplets: int = MAX_TRIPLETS,
+        backend: str | None = None,
     ):
-        """`llm=None`: the configured LLM, else the local model (`get_llm(default_local=True)`).
-        `budget_s`: the most a `rewrite()` call takes (plus thread hand-off), cache hits aside.
+        """`backend`: "structural" or "llm"; None: `default_backend(llm)`.
+        `llm=None` with the llm backend: the configured LLM, else the local model
+        (`get_llm(default_local=True)`). `budget_s`: the most an LLM `rewrite()` call takes
+        (plus thread hand-off), cache hits aside.
         """
         if budget_s <= 0:
             raise ValueError(f"budget_s must be positive, not {budget_s}")
-        if llm is None:
-            from r2adapter.llm.base import get_llm
+        self.backend = backend or default_backend(llm)
+        if self.backend not in BACKENDS:
+            raise LLMError(f"unknown rewriter backend '{self.backend}': choose {BACKENDS}")
+        if self.backend == "structural":
+            llm = None  # never called: the structural backend needs no model
+        elif llm is None:
+            from r2adapter.llm import get_llm
 
             llm = get_llm(default_local=True)
             if llm is None:  # a backend named in R2A_LLM_BACKEND that is not configured
                 raise LLMError("the rewriter needs an LLM and none is configured")
-        self.llm = llm
+        self.llm: LLM | None = llm
         self.budget_s = budget_s
         self.cache_size = max(0, cache_size)
         self.max_tokens = max_tokens
@@ -95,7 +137,14 @@ class Rewriter:
         self._fallbacks = dict.fromkeys(FALLBACK_REASONS, 0)
 
     def warmup(self) -> None:
-        """Load a local model now, so the first rewrite's budget is not spent loading it."""
+        """Load a local model (or the pattern table and spaCy parser) now, so the first
+        rewrite's budget is not spent loading it."""
+        if self.backend == "structural":
+            from r2adapter.rewrite.structural import load_table, parser
+
+            load_table()
+            parser()
+            return
         load = getattr(self.llm, "load", None)
         if callable(load):
             load()
@@ -118,13 +167,17 @@ class Rewriter:
             return RewriteResult(query, q2, list(triplets), True, None, _ms(t0), True)
         if not key:
             return self._done(query, t0, "empty")
+        if self.backend == "structural":
+            return self._structural(query, key, t0)
+        assert self.llm is not None
+        llm = self.llm
         with self._lock:
             self._counts["llm_calls"] += 1
         messages = self.prompts.messages("rewrite", query=key)
         deadline = time.monotonic() + self.budget_s
         try:
             reply = _call_with_deadline(
-                lambda: self.llm.complete(
+                lambda: llm.complete(
                     messages,
                     max_tokens=self.max_tokens,
                     temperature=0.0,
@@ -147,6 +200,20 @@ class Rewriter:
             log.debug("rewrite of %r: malformed reply (%s): %r", key, e, reply[:300])
             self._remember(key, ([], "malformed"))
             return self._done(query, t0, "malformed")
+        self._remember(key, (triplets, None))
+        return self._done(query, t0, None, triplets)
+
+    def _structural(self, query: str, key: str, t0: float) -> RewriteResult:
+        from r2adapter.rewrite.structural import Unparsed, decompose
+
+        try:
+            found = decompose(key)
+            # the LLM path's own check: the same rules, so both emit the same format
+            triplets = parse_triplets(json.dumps([list(t) for t in found]), self.max_triplets, key)
+        except (Unparsed, MalformedRewrite) as e:
+            log.debug("rewrite of %r: unparsed (%s)", key, e)
+            self._remember(key, ([], "unparsed"))
+            return self._done(query, t0, "unparsed")
         self._remember(key, (triplets, None))
         return self._done(query, t0, None, triplets)
 

@@ -7,26 +7,27 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from r2adapter.errors import R2AError
-from r2adapter.route.base import Router, register_router
+from r2adapter.route.base import Router
 
 
-@register_router("always_dense")
 class AlwaysDense(Router):
     name = "always_dense"
 
-    def score(self, queries: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    def score(
+        self, queries: Sequence[str], qvecs: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         return np.ones(len(queries)), np.zeros(len(queries))
 
 
-@register_router("always_graph")
 class AlwaysGraph(Router):
     name = "always_graph"
 
-    def score(self, queries: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    def score(
+        self, queries: Sequence[str], qvecs: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros(len(queries)), np.ones(len(queries))
 
 
-@register_router("ner")
 class NERRouter(Router):
     """Graph iff spaCy finds at least `min_entities` named entities (HybGRAG's heuristic)."""
 
@@ -35,14 +36,15 @@ class NERRouter(Router):
     def __init__(self, min_entities: int = 2) -> None:
         self.min_entities = min_entities
 
-    def score(self, queries: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    def score(
+        self, queries: Sequence[str], qvecs: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         from r2adapter.nlp.ner import entities
 
         graph = np.array([len(e) >= self.min_entities for e in entities(queries)], dtype=float)
         return 1 - graph, graph
 
 
-@register_router("oracle")
 class OracleRouter(Router):
     """The labels' preference: an upper bound for any router on labelled queries."""
 
@@ -51,7 +53,9 @@ class OracleRouter(Router):
     def __init__(self, preference: Mapping[str, str]) -> None:
         self.preference = preference
 
-    def score(self, queries: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    def score(
+        self, queries: Sequence[str], qvecs: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         missing = [q for q in queries if q not in self.preference]
         if missing:
             raise R2AError(f"oracle router: no label for '{missing[0][:60]}'")
@@ -68,7 +72,6 @@ LLM_ROUTER_PROMPT = (
 )
 
 
-@register_router("llm")
 class LLMRouter(Router):
     """Fact vs reasoning classification by an LLM (Han et al., 2025): reasoning → graph."""
 
@@ -81,7 +84,9 @@ class LLMRouter(Router):
         if self.llm is None:
             raise R2AError("LLM-router skipped: no LLM configured (set R2A_LLM_BASE_URL)")
 
-    def score(self, queries: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    def score(
+        self, queries: Sequence[str], qvecs: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         graph = []
         for q in queries:
             reply = self.llm.complete(  # type: ignore[union-attr]

@@ -20,15 +20,40 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 
+from r2adapter.config import ROUTING_FEATURES as FEATURES
+from r2adapter.config import n_features
 from r2adapter.errors import R2AError
 
-# title_cover: one-hot of 0, 1, 2, 3+ covered titles; retrieval_embedding: the query's
-# (normalised) retrieval embedding itself, for the fine-tuned router's head (all-MiniLM: 384)
-FEATURES: dict[str, int] = {"title_cover": 4, "retrieval_embedding": 384}
 TOP_K = 5
+
+__all__ = ["FEATURES", "DenseEvidence", "GraphSource", "n_features", "title_cover"]
+
+
+class _Version(Protocol):
+    @property
+    def id(self) -> int: ...
+
+
+class _Passages(Protocol):
+    """What the features read of a corpus's in-memory index (retrieve/graph_index.GraphIndex)."""
+
+    @property
+    def version(self) -> _Version: ...
+    @property
+    def passage_titles(self) -> list[str]: ...
+    @property
+    def passage_emb(self) -> np.ndarray: ...
+
+
+class GraphSource(Protocol):
+    """Where the in-memory index of a dataset comes from (retrieve/graph_index.GraphCache)."""
+
+    def get(self, dataset: str) -> _Passages: ...
+
 
 _QUALIFIER = re.compile(r"\s*\([^)]*\)\s*$")
 _NON_WORD = re.compile(r"[^0-9a-z]+")
@@ -49,22 +74,20 @@ def title_cover(question: str, titles: Sequence[str]) -> int:
     return len({t for t in titles if t.strip() and t in q})
 
 
-def n_features(names: Sequence[str]) -> int:
-    unknown = [n for n in names if n not in FEATURES]
-    if unknown:
-        raise R2AError(f"unknown routing feature(s) {unknown}: known are {sorted(FEATURES)}")
-    return sum(FEATURES[n] for n in names)
-
-
 class DenseEvidence:
-    """Routing features for queries of one corpus, from its in-memory graph index."""
+    """Routing features for queries of one corpus, from its in-memory graph index, which
+    `graphs` (the retrievers' cache, passed in by whoever binds the router) holds."""
 
-    def __init__(self, dataset: str, names: Sequence[str] = ("title_cover",), k: int = TOP_K):
-        from r2adapter.retrieve.graph_index import GRAPHS
-
+    def __init__(
+        self,
+        dataset: str,
+        graphs: GraphSource,
+        names: Sequence[str] = ("title_cover",),
+        k: int = TOP_K,
+    ):
         self.dataset, self.names, self.k = dataset, tuple(names), k
         self.dim = n_features(self.names)
-        self._graphs = GRAPHS
+        self._graphs = graphs
         self._titles: tuple[int, list[str]] | None = None  # (index version id, titles)
         self._lock = threading.Lock()
 

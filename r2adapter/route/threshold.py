@@ -6,10 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-
-def decide(p_dense: np.ndarray, p_graph: np.ndarray, tau: float) -> np.ndarray:
-    """Graph iff p_graph − p_dense > τ (eq. 4)."""
-    return (np.asarray(p_graph) - np.asarray(p_dense)) > tau
+from r2adapter.route.decision import decide
 
 
 def f1_recall(pred: np.ndarray, truth: np.ndarray) -> tuple[float, float, float]:
@@ -52,7 +49,7 @@ def search_threshold(
     taus = np.round(tau_min + step * np.arange(n), 10)
     f1s, recalls, usage = np.zeros(n), np.zeros(n), np.zeros(n)
     for i, tau in enumerate(taus):
-        pred = decide(p_dense, p_graph, tau)
+        pred = decide(p_dense, p_graph, tau).graph
         _, recalls[i], f1s[i] = f1_recall(pred, truth)
         usage[i] = float(np.mean(pred)) if pred.size else 0.0
     scores = (f1s + recalls) / 2

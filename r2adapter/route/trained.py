@@ -16,7 +16,8 @@ import torch
 
 from r2adapter.errors import R2AError
 from r2adapter.route.base import Router
-from r2adapter.route.evidence import DenseEvidence, n_features
+from r2adapter.route.evidence import DenseEvidence, GraphSource, n_features
+from r2adapter.route.kinds import router_kind
 from r2adapter.route.model import EmbeddingRouter, TransformerRouter, backbone_path
 
 log = logging.getLogger(__name__)
@@ -68,13 +69,14 @@ def onnx_pooled(net: TransformerRouter, tokenizer: object, max_length: int) -> o
 class TrainedRouter(Router):
     def __init__(self, cfg: RouterConfig, net: torch.nn.Module) -> None:
         self.cfg = cfg
-        self.name = "r2a_embed" if cfg.backbone == "embedding" else "r2a"
+        self.name = router_kind(cfg.backbone)
         self.tau = cfg.tau
         self.epsilon = cfg.epsilon
         self.net = net.eval()
         self._tokenizer = None
         self._lock = threading.Lock()
         self._evidence: DenseEvidence | None = None
+        self._graphs: GraphSource | None = None
         self._onnx = None
         self.runtime = "torch"
         if cfg.backbone != "embedding":
@@ -98,10 +100,17 @@ class TrainedRouter(Router):
         """Whether scoring reads the retrieval query embedding (pass it as `qvecs`)."""
         return self.cfg.backbone == "embedding" or bool(self.cfg.features)
 
-    def bind(self, dataset: str) -> TrainedRouter:
-        """Read the dense-evidence features from this corpus (default: the training one)."""
+    def bind(self, dataset: str, graphs: GraphSource | None = None) -> TrainedRouter:
+        """Read the dense-evidence features from this corpus's index, which `graphs` holds
+        (the retrievers' graph cache; without it, the one of the last bind)."""
+        self._graphs = graphs or self._graphs
         if self.cfg.features:
-            self._evidence = DenseEvidence(dataset, self.cfg.features)
+            if self._graphs is None:
+                raise R2AError(
+                    "this router reads corpus features: bind it with the graph cache that "
+                    "holds the corpus"
+                )
+            self._evidence = DenseEvidence(dataset, self._graphs, self.cfg.features)
         return self
 
     def calibrate(
@@ -126,10 +135,7 @@ class TrainedRouter(Router):
         if not self.cfg.features:
             return None
         if self._evidence is None:
-            if not self.cfg.corpus:
-                raise R2AError("this router reads corpus features: bind it to a dataset")
-            self.bind(self.cfg.corpus)
-        assert self._evidence is not None
+            raise R2AError("this router reads corpus features: bind it to a dataset")
         return torch.from_numpy(self._evidence(queries, qvecs))
 
     @torch.inference_mode()

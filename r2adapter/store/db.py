@@ -1,8 +1,15 @@
-"""One connection pool for the process, pointed at R2A_DATABASE_URL or the embedded server."""
+"""One connection pool for the process, pointed at R2A_DATABASE_URL or the embedded server.
+
+A circuit breaker stands in front of it: once a connection fails, every caller fails at
+once (no 5 s wait on the pool each) until a background check sees the database answer
+again, then the pool is rebuilt so that the next request gets a fresh connection.
+"""
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -15,6 +22,8 @@ from r2adapter.errors import DatabaseError
 _pool: ConnectionPool | None = None
 _pool_url: str | None = None
 _lock = threading.Lock()
+log = logging.getLogger("r2a.store")
+CHECK_EVERY_S = 0.2  # how often the background check looks for the database while it is down
 
 
 def database_url() -> str:
@@ -96,13 +105,79 @@ def ping(timeout_s: int = 2) -> bool:
         return False
 
 
+class _Breaker:
+    """Open after a failed connection; closed again by a thread that pings until the
+    database answers. Open means: fail in microseconds instead of waiting on the pool."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.open_since: float | None = None
+        self.reason = ""
+        self.url = ""  # the database it is open for: another URL (settings changed) passes
+
+    def is_open(self) -> bool:
+        return self.open_since is not None and self.url == database_url()
+
+    def trip(self, reason: str) -> None:
+        with self._lock:
+            if self.open_since is not None:
+                return
+            self.open_since = time.monotonic()
+            self.reason = reason
+            self.url = database_url()
+        # INFO: a CLI prints its own one-line error; WARNING would add a second line
+        log.info("database down (%s): failing fast until it answers again", reason)
+        threading.Thread(target=self._watch, name="db-breaker", daemon=True).start()
+
+    def _watch(self) -> None:
+        while self.url == database_url() and not ping(timeout_s=1):
+            time.sleep(CHECK_EVERY_S)
+        close_pool()  # its connections died with the server; the next caller opens anew
+        with self._lock:
+            down = time.monotonic() - (self.open_since or time.monotonic())
+            self.open_since = None
+        log.info("database back after %.1f s", down)
+
+
+_breaker = _Breaker()
+
+
+def known_down() -> bool:
+    """Whether a connection has failed and the database has not been seen back since: a
+    caller can give up before doing any work (encoding a query) that needs it."""
+    return _breaker.is_open()
+
+
+def available() -> bool:
+    """Whether the database is answering: false at once while the breaker is open."""
+    return not _breaker.is_open() and ping()
+
+
 @contextmanager
 def connection() -> Iterator[psycopg.Connection]:
-    """A pooled connection; the block is one transaction (commit on success, else rollback)."""
+    """A pooled connection; the block is one transaction (commit on success, else rollback).
+    While the database is known to be down this raises DatabaseError at once."""
+    if _breaker.is_open():
+        raise DatabaseError(
+            f"database unreachable at {_redacted(database_url())} ({_breaker.reason}): "
+            "run `r2a db up` or set R2A_DATABASE_URL"
+        )
     try:
         with pool().connection() as conn:
             yield conn
     except psycopg.OperationalError as e:
-        raise DatabaseError(
-            f"database error at {_redacted(database_url())}: {str(e).strip().splitlines()[0]}"
-        ) from None
+        detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if not _alive(conn_error=e):
+            _breaker.trip(detail)
+        raise DatabaseError(f"database error at {_redacted(database_url())}: {detail}") from None
+    except DatabaseError:  # pool() could not open: the server is not there
+        _breaker.trip("no connection could be opened")
+        raise
+
+
+def _alive(conn_error: psycopg.OperationalError) -> bool:
+    """An OperationalError is also a cancelled or failed statement on a live server; only a
+    lost server opens the breaker."""
+    if isinstance(conn_error, psycopg.errors.QueryCanceled | psycopg.errors.LockNotAvailable):
+        return True
+    return ping(timeout_s=1)

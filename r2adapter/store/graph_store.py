@@ -12,7 +12,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from r2adapter.config import GraphParams
+from r2adapter.config import graph_params
 from r2adapter.data.schema import Passage
 from r2adapter.errors import R2AError
 from r2adapter.index.graph import GraphParts
@@ -43,13 +43,13 @@ def as_array(value: object) -> np.ndarray:
 
 def vector_type(dim: int) -> sql.Composable:
     """`vector(d)`, or `halfvec(d)` above 2,000 dimensions (pgvector's HNSW limit)."""
-    kind = "halfvec" if dim > GraphParams().halfvec_above_dim else "vector"
+    kind = "halfvec" if dim > graph_params().halfvec_above_dim else "vector"
     return sql.SQL("{}({})").format(sql.SQL(kind), sql.Literal(dim))
 
 
 def _ops(dim: int) -> sql.Composable:
     return sql.SQL(
-        "halfvec_cosine_ops" if dim > GraphParams().halfvec_above_dim else "vector_cosine_ops"
+        "halfvec_cosine_ops" if dim > graph_params().halfvec_above_dim else "vector_cosine_ops"
     )
 
 

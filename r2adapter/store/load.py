@@ -10,7 +10,8 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from r2adapter.data.schema import Dataset
-from r2adapter.errors import DatabaseError
+from r2adapter.data.validate import corpus_problems
+from r2adapter.errors import DatabaseError, DataError
 from r2adapter.store.db import connection
 from r2adapter.store.migrate import migrate
 
@@ -35,6 +36,18 @@ class LoadResult:
                 self.queries_removed,
             )
         )
+
+    def to_report(self) -> dict[str, object]:
+        return {"dataset": self.dataset, **self.metrics(), "changed": self.changed}
+
+    def metrics(self) -> dict[str, float]:
+        return {
+            "passages_added": self.passages_added,
+            "passages_removed": self.passages_removed,
+            "queries_added": self.queries_added,
+            "queries_changed": self.queries_changed,
+            "queries_removed": self.queries_removed,
+        }
 
 
 def content_sha256(ds: Dataset) -> str:
@@ -67,7 +80,16 @@ RETURNING (xmax = 0) AS inserted
 
 
 def load(ds: Dataset) -> LoadResult:
-    """Make the stored dataset equal to `ds`; a second identical load changes nothing."""
+    """Make the stored dataset equal to `ds`; a second identical load changes nothing.
+
+    A corpus validation fails on for repeated or over-long passages is refused whole (a
+    one-line DataError, nothing written) rather than stored with the repeats dropped."""
+    problems = corpus_problems(ds)
+    if problems:
+        raise DataError(
+            f"{ds.name}: not loaded, nothing written: {'; '.join(problems)} "
+            f"(`r2a data validate` fails on the same)"
+        )
     migrate()
     try:
         with connection() as conn, conn.transaction():

@@ -13,6 +13,7 @@ import lightning as L
 from r2adapter.config import RouterParams
 from r2adapter.errors import R2AError
 from r2adapter.label.annotate import LabelRecord
+from r2adapter.retrieve.graph_index import GRAPHS
 from r2adapter.route.evidence import DenseEvidence
 from r2adapter.route.trained import RouterConfig, TrainedRouter, build_net
 from r2adapter.train.callbacks import PeriodicThresholdSearch, SearchHistory
@@ -56,7 +57,7 @@ def train_router(
         normalize=p.normalize,
         num_layers=p.num_layers,
     )
-    evidence = DenseEvidence(dataset, p.features) if p.features else None
+    evidence = DenseEvidence(dataset, GRAPHS, p.features) if p.features else None
     dm = RouterDataModule(
         records,
         p.backbone,
@@ -98,7 +99,7 @@ def train_router(
         warnings.filterwarnings("ignore", ".*smaller than the logging interval.*")
         trainer.fit(module, datamodule=dm)
     best = RouterConfig(**{**cfg.__dict__, "tau": search.history.best_tau})
-    router = TrainedRouter(best, module.net.cpu())  # its features read cfg.corpus
+    router = TrainedRouter(best, module.net.cpu()).bind(dataset, GRAPHS)  # its features' corpus
     return TrainResult(
         router, search.history, trainer.global_step, str(trainer.accelerator.__class__.__name__)
     )

@@ -1,0 +1,118 @@
+"""The retraining loop, defined once: its steps in order and the routers it trains.
+
+`r2a retrain` runs it (`run_loop`), pipelines/retrain.py builds its Kubeflow graph from it
+(one train → register → promote → deploy branch per router), and dvc.yaml's stages follow
+it (tests/test_loop.py fails when they disagree: DVC cannot import Python). Each step is
+the `r2adapter.steps` function of the same name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, cast
+
+from r2adapter.errors import R2AError
+from r2adapter.route.kinds import TRAINED_ROUTERS, RouterKind
+
+if TYPE_CHECKING:
+    from r2adapter.registry.promote import PromoteResult
+
+
+STEPS = ("validate", "index", "label", "train", "promote", "evaluate")
+PER_ROUTER = ("train", "promote")  # the steps run once for each router, in ROUTERS' order
+# Every trained router of the one table (route/kinds.py: name, MLflow model, backbone), in
+# its order: r2a (the fine-tuned encoder, the paper's) then r2a_embed (a head over the
+# retrieval embedding).
+ROUTERS: tuple[RouterKind, ...] = tuple(TRAINED_ROUTERS.values())
+
+
+def select_routers(kinds: Sequence[str] | None = None) -> tuple[RouterKind, ...]:
+    """The loop's routers, or those of `kinds` (in the loop's order); an unknown kind is a
+    one-line error."""
+    if not kinds:
+        return ROUTERS
+    known = {r.name for r in ROUTERS}
+    unknown = [k for k in kinds if k not in known]
+    if unknown:
+        raise R2AError(f"unknown router '{unknown[0]}': choose among {', '.join(sorted(known))}")
+    return tuple(r for r in ROUTERS if r.name in kinds)
+
+
+@dataclass
+class LoopResult:
+    promoted: list[str] = field(default_factory=list)  # kinds whose champion moved
+    promotions: dict[str, PromoteResult] = field(default_factory=dict)
+
+
+def run_loop(
+    dataset: str,
+    openie: str,
+    routers: Sequence[RouterKind] = ROUTERS,
+    say: Callable[[str], None] = print,
+    after_promote: Callable[[LoopResult], None] | None = None,
+) -> LoopResult:
+    """Every step of STEPS on this machine, in order, one line each; `after_promote` runs
+    between promote and evaluate (the CLI tells a running service to reload there, as the
+    pipeline deploys there)."""
+    from r2adapter import steps
+
+    out = LoopResult()
+
+    def validate() -> None:
+        report = steps.validate(dataset)
+        if not report.success:
+            raise R2AError(
+                f"{dataset}: validation failed; run `r2a data validate --dataset {dataset}`"
+            )
+        say(f"validate: {len(report.checks)} expectations passed")
+
+    def index() -> None:
+        idx = steps.index(dataset, openie)
+        say(f"index: version {idx.version} ({'new' if idx.created else 'unchanged'})")
+
+    def label() -> None:
+        lab = steps.label(dataset)
+        say(f"label: {len(lab.records)} queries ({lab.rule}), md5 {lab.md5}")
+
+    def train(r: RouterKind) -> None:
+        tr = steps.train(dataset, r.backbone)
+        say(f"train: {tr.kind} v{tr.version} registered as candidate (τ* {tr.tau:.2f})")
+
+    def promote(r: RouterKind) -> None:
+        pr = steps.promote(r.name, dataset)
+        out.promotions[r.name] = pr
+        if pr.promoted:
+            out.promoted.append(r.name)
+        moved = f"champion moved to v{pr.candidate}" if pr.promoted else "kept"
+        say(f"promote: {r.name}: {moved}: " + "; ".join(pr.reasons))
+        if r == routers[-1] and after_promote is not None:
+            after_promote(out)
+
+    def evaluate() -> None:
+        retrieval = steps.evaluate_retrieval(dataset)
+        routing = steps.evaluate_routing(dataset, "test")
+        modes = cast("dict[str, dict[str, float]]", retrieval["modes"])
+        routed = cast("dict[str, dict[str, float]]", routing["routers"])
+        figures = [f"{m} R@5 {v['recall@5']:.3f}" for m, v in modes.items()]
+        figures += [
+            f"{r.name} R@5 {routed[r.name]['recall@5']:.3f}" for r in routers if r.name in routed
+        ]
+        line = ", ".join(figures)
+        say(f"evaluate: test split: {line}")
+
+    once: dict[str, Callable[[], None]] = {
+        "validate": validate,
+        "index": index,
+        "label": label,
+        "evaluate": evaluate,
+    }
+    each: dict[str, Callable[[RouterKind], None]] = {"train": train, "promote": promote}
+    assert set(once) | set(each) == set(STEPS) and set(each) == set(PER_ROUTER)
+    for step in STEPS:
+        if step in each:
+            for r in routers:
+                each[step](r)
+        else:
+            once[step]()
+    return out

@@ -1,0 +1,72 @@
+"""One loop (r2adapter/loop.py): dvc.yaml's stages are its steps in its order and train and
+promote iterate over its routers; the CLI's `retrain` offers exactly its routers. (The
+Kubeflow graph is checked against it in tests/test_pipeline.py, `r2a retrain`'s run in
+tests/test_retrain_loop.py.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from r2adapter.errors import R2AError
+from r2adapter.loop import PER_ROUTER, ROUTERS, STEPS, select_routers
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def stages() -> dict[str, dict]:
+    return yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+
+
+def test_dvc_stages_are_the_loop_in_order(stages: dict[str, dict]) -> None:
+    assert list(stages) == list(STEPS)
+
+
+def test_dvc_trains_and_promotes_the_loop_routers(stages: dict[str, dict]) -> None:
+    assert set(PER_ROUTER) == {"train", "promote"}
+    assert stages["train"]["foreach"] == [r.backbone for r in ROUTERS]
+    assert stages["promote"]["foreach"] == {r.backbone: r.name for r in ROUTERS}
+    # evaluate waits for every router's promotion
+    deps = set(stages["evaluate"]["deps"])
+    assert {f"reports/promote/{r.name}.json" for r in ROUTERS} <= deps
+
+
+def test_dvc_stages_depend_on_the_params_they_read(stages: dict[str, dict]) -> None:
+    """Changing the graph's damping or the encoder reruns index, label and evaluate; the
+    encoder also reruns train (the routers read the retrieval embedding)."""
+    params = {
+        name: set(stage.get("params") or stage["do"].get("params") or ())
+        for name, stage in stages.items()
+        if name != "validate"
+    }
+    for step in ("index", "label", "evaluate"):
+        assert {"graph", "encoder"} <= params[step], step
+    assert {"router", "router_${item}", "encoder"} <= params["train"]
+    assert "label" in params["label"]
+    data = yaml.safe_load((ROOT / "params.yaml").read_text())
+    for section in ("graph", "encoder"):
+        assert section in data, f"params.yaml has no `{section}:` section, which dvc.yaml reads"
+
+
+def test_select_routers() -> None:
+    assert select_routers() == ROUTERS
+    assert select_routers(["r2a_embed"]) == (ROUTERS[1],)
+    assert select_routers(["r2a_embed", "r2a"]) == ROUTERS  # the loop's order
+    with pytest.raises(R2AError, match="unknown router 'gpt'"):
+        select_routers(["gpt"])
+
+
+def test_cli_retrain_offers_the_loop_routers() -> None:
+    from r2adapter.cli import build_parser
+
+    parser = build_parser()
+    args = parser.parse_args(["retrain", "--router", "r2a_embed"])
+    assert args.router == ["r2a_embed"]
+    assert parser.parse_args(["retrain"]).router is None  # every router of the loop
+    with pytest.raises(SystemExit):
+        parser.parse_args(["retrain", "--router", "nosuch"])

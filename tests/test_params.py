@@ -1,0 +1,123 @@
+"""params.yaml's one loader: every section read into its dataclass, an unknown key or an
+out-of-range value a one-line error that names it, and the papers' values as defaults."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from r2adapter.config import (
+    LABEL_RULES,
+    EncoderParams,
+    GraphParams,
+    LabelParams,
+    encoder_params,
+    graph_params,
+    load_params,
+    router_params,
+    settings,
+)
+from r2adapter.errors import R2AError
+
+pytestmark = pytest.mark.unit  # files only: no Postgres, no server
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A project home whose params.yaml each test writes."""
+    monkeypatch.setenv("R2A_HOME", str(tmp_path))
+    for var in ("R2A_ENCODER", "R2A_ENCODER_BACKEND"):
+        monkeypatch.delenv(var, raising=False)
+    settings.cache_clear()
+    yield tmp_path
+    monkeypatch.undo()
+    settings.cache_clear()
+
+
+def _error(home: Path, text: str) -> str:
+    (home / "params.yaml").write_text(text)
+    with pytest.raises(R2AError) as e:
+        load_params()
+    msg = str(e.value)
+    assert "\n" not in msg, msg  # one line
+    return msg
+
+
+def test_the_repository_params_are_the_papers_defaults(home: Path) -> None:
+    shutil.copy(ROOT / "params.yaml", home / "params.yaml")
+    p = load_params()
+    assert p.graph == GraphParams()  # HippoRAG 2's values, named once in config.py
+    assert (p.graph.damping, p.graph.synonym_threshold, p.graph.linking_top_k) == (0.5, 0.8, 5)
+    assert (p.graph.passage_node_weight, p.graph.ppr_tol) == (0.05, 1e-6)
+    assert p.encoder == EncoderParams()
+    assert p.label == LabelParams()  # one truth for the label rule: recall_first
+    assert p.label.rule == "recall_first"
+    assert p.router.epsilon == 0.6  # R²Adapter eq. 7
+    embed = router_params("embedding")
+    assert (embed.gamma, embed.lr, embed.features) == (0.0, 1e-2, ("title_cover",))
+
+
+def test_a_value_changes_what_is_read(home: Path) -> None:
+    (home / "params.yaml").write_text("graph:\n  damping: 0.85\nencoder:\n  backend: torch\n")
+    assert graph_params().damping == 0.85
+    assert graph_params().linking_top_k == 5  # the rest keep their defaults
+    assert encoder_params().backend == "torch"
+
+
+def test_no_file_is_the_defaults(home: Path) -> None:
+    assert load_params().graph == GraphParams()
+
+
+def test_unknown_key_names_it(home: Path) -> None:
+    msg = _error(home, "graph:\n  dampin: 0.5\n")
+    assert "unknown key(s) graph.dampin" in msg and "damping" in msg
+    msg = _error(home, "router_embedding:\n  epoch: 3\n")
+    assert "router_embedding.epoch" in msg
+
+
+def test_unknown_section_names_it(home: Path) -> None:
+    assert "unknown section 'grpah'" in _error(home, "grpah:\n  damping: 0.5\n")
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("graph:\n  damping: 1.5\n", "graph.damping must be in (0, 1), not 1.5"),
+        ("graph:\n  synonym_threshold: 2\n", "graph.synonym_threshold"),
+        ("graph:\n  linking_top_k: 0\n", "graph.linking_top_k must be ≥ 1, not 0"),
+        ("graph:\n  hnsw_ef_search: 5000\n", "graph.hnsw_ef_search"),
+        ("encoder:\n  backend: tpu\n", "encoder.backend must be 'onnx' or 'torch', not 'tpu'"),
+        ("encoder:\n  batch_size: 0\n", "encoder.batch_size"),
+        ("label:\n  split: [0.5, 0.5, 0.5]\n", "label.split"),
+        ("label:\n  rule: newest\n", "unknown label rule 'newest'"),
+        ("router:\n  epsilon: 1.2\n", "router.epsilon must be in [0, 1], not 1.2"),
+        ("router_minilm:\n  epochs: 0\n", "epochs must be ≥ 1, not 0"),
+        ("graph:\n  linking_top_k: five\n", "graph.linking_top_k must be of type int"),
+        ("graph:\n  damping: 1e-1\n", "graph.damping must be of type float"),  # YAML: a str
+        ("router:\n  features: [title_cover, bogus]\n", "unknown routing feature"),
+    ],
+)
+def test_out_of_range_value_names_it(home: Path, text: str, named: str) -> None:
+    assert named in _error(home, text)
+
+
+def test_encoder_env_is_read_at_load_not_at_import(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("R2A_ENCODER", "some/other-model")
+    assert EncoderParams().model == "minilm"  # the class default never reads the environment
+    assert encoder_params().model == "some/other-model"  # the loader does, at the call
+    monkeypatch.setenv("R2A_ENCODER_BACKEND", "gpu")
+    with pytest.raises(R2AError, match="encoder.backend"):
+        encoder_params()
+
+
+def test_label_rule_names_match_the_rules() -> None:
+    from r2adapter.label.rules import RULES
+
+    assert set(LABEL_RULES) == set(RULES)
