@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 
 
-class RouterModel(mlflow.pyfunc.PythonModel):
-    def load_context(self, context):  # type: ignore[no-untyped-def]
+class RouterModel(mlflow.pyfunc.PythonModel):  # type: ignore[name-defined]
+    def load_context(self, context):
         from r2adapter.retrieve.graph_index import GRAPHS
         from r2adapter.route.trained import TrainedRouter
 
@@ -20,7 +20,7 @@ class RouterModel(mlflow.pyfunc.PythonModel):
             self.router.bind(self.router.cfg.corpus, GRAPHS)
 
     # no type hints on predict: MLflow would read them as a (wrong) schema
-    def predict(self, context, model_input, params=None):  # type: ignore[no-untyped-def]
+    def predict(self, context, model_input, params=None):
         queries = (
             list(model_input["query"])
             if isinstance(model_input, pd.DataFrame)

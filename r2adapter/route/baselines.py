@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -77,10 +78,10 @@ class LLMRouter(Router):
 
     name = "llm"
 
-    def __init__(self, llm: object | None = None) -> None:
+    def __init__(self, llm: Any = None) -> None:
         from r2adapter.llm import get_llm
 
-        self.llm = llm or get_llm()
+        self.llm: Any = llm or get_llm()
         if self.llm is None:
             raise R2AError("LLM-router skipped: no LLM configured (set R2A_LLM_BASE_URL)")
 
@@ -89,7 +90,7 @@ class LLMRouter(Router):
     ) -> tuple[np.ndarray, np.ndarray]:
         graph = []
         for q in queries:
-            reply = self.llm.complete(  # type: ignore[union-attr]
+            reply = self.llm.complete(
                 [{"role": "user", "content": LLM_ROUTER_PROMPT.format(query=q)}], max_tokens=4
             )
             graph.append(float("reason" in reply.lower()))

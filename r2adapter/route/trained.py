@@ -10,6 +10,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -86,7 +87,7 @@ class TrainedRouter(Router):
             if cfg.runtime == "onnx" and not next(net.parameters()).is_cuda:
                 try:
                     self._onnx = onnx_pooled(net, self._tokenizer, cfg.max_length)  # type: ignore[arg-type]
-                    head = net.head  # type: ignore[union-attr]
+                    head: Any = net.head
                     self._head = (
                         head.weight.detach().double().numpy(),
                         head.bias.detach().double().numpy(),

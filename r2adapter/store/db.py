@@ -126,7 +126,7 @@ class _Breaker:
             self.reason = reason
             self.url = database_url()
         # INFO: a CLI prints its own one-line error; WARNING would add a second line
-        log.info("database down (%s): failing fast until it answers again", reason)
+        log.debug("database down (%s): failing fast until it answers again", reason)
         threading.Thread(target=self._watch, name="db-breaker", daemon=True).start()
 
     def _watch(self) -> None:
