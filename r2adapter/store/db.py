@@ -125,7 +125,7 @@ class _Breaker:
             self.open_since = time.monotonic()
             self.reason = reason
             self.url = database_url()
-        # INFO: a CLI prints its own one-line error; WARNING would add a second line
+        # DEBUG: a CLI prints its own one-line error; a higher level would add a second line
         log.debug("database down (%s): failing fast until it answers again", reason)
         threading.Thread(target=self._watch, name="db-breaker", daemon=True).start()
 
