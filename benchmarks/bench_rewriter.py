@@ -189,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     from r2adapter.errors import R2AError
     from r2adapter.registry.models import alias_version, load_router
     from r2adapter.retrieve.graph import GraphRetriever
+    from r2adapter.retrieve.graph_index import GRAPHS
     from r2adapter.rewrite import Rewriter
 
     load_before = loadavg()
@@ -201,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     records = records[:n]
     try:
         router, version = load_router(args.router, "champion")
-        router.bind(dataset)
+        router.bind(dataset, GRAPHS)
         champ_tag = (getattr(alias_version(args.router, "champion"), "tags", None) or {}).get(
             "dataset"
         )
