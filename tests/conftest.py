@@ -129,3 +129,14 @@ def mini_indexed(pg_env: dict[str, str], tmp_path_factory: pytest.TempPathFactor
     r = run_cli(["index", "--dataset", path, "--openie", "precomputed"], pg_env, timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
     return path
+
+
+def train_champion(dataset: str, env: dict[str, str]) -> None:
+    """Label `dataset`, train a one-epoch router on it and promote it: a champion to serve."""
+    for args in (
+        ["label", "--dataset", dataset],
+        ["train", "--dataset", Path(dataset).name, "--epochs", "1"],
+        ["promote"],
+    ):
+        r = run_cli(args, env, timeout=900)
+        assert r.returncode == 0, (args, r.stderr[-2000:])

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.conftest import run_cli, serving
+from tests.conftest import run_cli, serving, train_champion
 
 QUESTION = "Who is the father of the director of the film?"
 
@@ -28,13 +28,7 @@ def service(
         "R2A_CHAMPION_POLL_S": "1",
         "R2A_REWRITE_BUDGET_S": "3",
     }
-    for args in (
-        ["label", "--dataset", mini_indexed],
-        ["train", "--dataset", "musmini", "--epochs", "1"],
-        ["promote"],
-    ):
-        r = run_cli(args, env, timeout=900)
-        assert r.returncode == 0, (args, r.stderr[-2000:])
+    train_champion(mini_indexed, env)
     log = tmp / "serve.log"
     with serving(env, log) as url:
         yield {"url": url, "env": json.dumps(env), "log": str(log)}
