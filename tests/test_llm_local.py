@@ -155,7 +155,7 @@ def test_model_path_from_env(llm: LocalLLM, monkeypatch: pytest.MonkeyPatch) -> 
 def test_rewriter_with_the_local_model(llm: LocalLLM) -> None:
     from r2adapter.rewrite import Rewriter
 
-    rw = Rewriter(llm, budget_s=120)
+    rw = Rewriter(llm, budget_s=120, backend="llm")
     q = "Where was the director of film Blood Street born?"
     res = rw.rewrite(q)
     # a 135M model may or may not write a well-formed decomposition; either way the

@@ -114,7 +114,7 @@ def test_cli_index_retrieve_evaluate(sample_index: gs.IndexVersion, pg_env: dict
         assert {"recall@2", "recall@5", "fcr@5", "latency_ms_p50", "latency_ms_p95"} <= set(m)
         assert m["recall@5"] == 1.0
     r = run_cli(["retrieve", "--dataset", "sample", "--mode", "graph", " "], pg_env)
-    assert r.returncode == 1 and r.stderr.strip() == "error: the query is empty: give a question"
+    assert r.returncode == 1 and r.stderr.strip().startswith("error: the query is empty:")
     r = run_cli(["retrieve", "--dataset", "musique", "Who?"], pg_env)
     assert r.returncode == 1 and "run `r2a index --dataset musique` first" in r.stderr
 
