@@ -14,6 +14,7 @@ def evaluate(dataset: str, metrics: Output[Metrics], report: Output[Artifact]) -
 
     from r2adapter import steps
     from r2adapter.evaluate.reports import RetrievalReport, RoutingReport
+    from r2adapter.route.kinds import TRAINED_ROUTERS
 
     retrieval = steps.evaluate_retrieval(dataset)
     routing = steps.evaluate_routing(dataset, "test")
@@ -27,5 +28,8 @@ def evaluate(dataset: str, metrics: Output[Metrics], report: Output[Artifact]) -
     report.metadata.update(
         {"dataset": routing["dataset"], "champion_versions": routing["champion_versions"]}
     )
-    champion = routing["routers"].get("r2a") or routing["routers"].get("r2a_embed")
+    # the first trained router (the loop's order) the report could score
+    champion = next(
+        (routing["routers"][k] for k in TRAINED_ROUTERS if k in routing["routers"]), None
+    )
     return float(champion["recall@5"]) if champion else -1.0

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from r2adapter.adapter import R2Adapter, llm_answerer
+from r2adapter.config import DEFAULT_DATASET
 from r2adapter.errors import R2AError
 from r2adapter.index.encoder import get_encoder
 from serving.errors import scrub
@@ -101,7 +102,7 @@ class ServingState:
 
     @property
     def dataset(self) -> str:
-        return self.dataset_env or getattr(self, "dataset_tag", None) or "2wikimultihopqa"
+        return self.dataset_env or getattr(self, "dataset_tag", None) or DEFAULT_DATASET
 
     def info(self) -> dict[str, Any]:
         c = self.champion

@@ -47,4 +47,11 @@ def decide(
     # the scores' own dtype: τ* was searched on float32 validation scores, so is compared so
     p_d, p_g = np.asarray(p_dense), np.asarray(p_graph)
     graph = (p_g - p_d) > tau
-    return Decision(p_d, p_g, graph, graph & (p_g < epsilon), float(tau), float(epsilon), qvecs)
+    return Decision(
+        p_d, p_g, graph, rewrite_mask(graph, p_g, epsilon), float(tau), float(epsilon), qvecs
+    )
+
+
+def rewrite_mask(graph: np.ndarray, p_graph: np.ndarray, epsilon: float = EPSILON) -> np.ndarray:
+    """Eq. 7 alone: rewrite what was sent to graph retrieval with p_graph < ε."""
+    return np.asarray(graph, dtype=bool) & (np.asarray(p_graph) < epsilon)
