@@ -109,3 +109,29 @@ def test_load_and_rewriter_benches_exit_1_with_one_line_when_db_down() -> None:
         lines = [ln for ln in err.splitlines() if ln.strip()]
         assert proc.returncode == 1, (script, err)
         assert len(lines) == 1 and lines[0].startswith("error: database unreachable"), err
+
+
+def test_profile_top_frames_and_flame_graph(tmp_path: Path) -> None:
+    from benchmarks.bench_load import flame, top_frames
+
+    raw = tmp_path / "route.collapsed.txt"
+    raw.write_text("main (s.py:1);encode (e.py:9) 30\nmain (s.py:1);json (j.py:2) 10\nbad line\n")
+    top = top_frames(raw)
+    assert [f["frame"] for f in top] == ["encode (e.py:9)", "json (j.py:2)"]
+    assert top[0]["self"] == 0.75 and top[1]["inclusive"] == 0.25
+    svg = tmp_path / "route.svg"
+    flame(raw, svg)
+    text = svg.read_text()
+    assert text.startswith("<svg") and text.count("<rect") == 3  # main, encode, json
+    assert "encode (e.py:9) (75.0%)" in text
+
+
+def test_route_floor_adds_model_cpu_to_the_http_floor() -> None:
+    from benchmarks.bench_load import route_floor
+
+    cores = len(os.sched_getaffinity(0))
+    f = route_floor({"throughput_rps": 500.0}, 8, {"encode": 3.0, "router": 1.0})
+    http = cores * 1000 / 500
+    assert f["http_cpu_ms"] == round(http, 2) and f["cpu_ms_per_request"] == round(http + 4, 2)
+    assert f["p50_ms"] == round(8 * 1000 / (cores * 1000 / (http + 4)), 1)
+    assert route_floor({"throughput_rps": 0}, 8, {}) == {}
