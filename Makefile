@@ -9,7 +9,7 @@ export TRANSFORMERS_OFFLINE := 1
 export GX_ANALYTICS_ENABLED := false
 export DO_NOT_TRACK := 1
 
-.PHONY: install data run test test-fast lint format clean
+.PHONY: install data run test test-fast lint format clean llm-server test-llm-server
 
 # torch first and alone: `torch==2.13.0` is the CPU build on this disk; everything else
 # is pinned in requirements.lock (regenerate with `make lock`).
@@ -52,6 +52,24 @@ test: data
 test-fast: install
 	@[ -d data/2wikimultihopqa ] || $(MAKE) -s data
 	$(VENV)/bin/pytest -q -m "unit and not integration and not slow"
+
+# Opt-in, never a dependency of run/test: llama-cpp-python's OpenAI-compatible server, so the
+# LLM paths can be tested and benchmarked against a real server process on localhost
+# (r2adapter/llm/server.py, tests/test_llm_server.py, benchmarks/bench_llm_server.py). It is
+# an sdist only: pip compiles llama.cpp (15 min wall, 12 min CPU at nice 19 on 2 shared
+# cores; pip's wheel cache keeps the wheel, so a second install takes seconds).
+# requirements.lock is the constraint: nothing already installed moves.
+# Portable x86-64 with AVX2 by default (r2adapter/llm/local.py); override LLM_SERVER_CMAKE_ARGS.
+LLM_SERVER_PIN        ?= llama-cpp-python[server]==0.3.36
+LLM_SERVER_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAVA_BUILD=OFF
+llm-server: install
+	CMAKE_ARGS="$(LLM_SERVER_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$${CMAKE_BUILD_PARALLEL_LEVEL:-2} \
+		nice -n 19 $(PY) -m pip install -q -c requirements.lock "$(LLM_SERVER_PIN)"
+	@$(PY) -c "import llama_cpp, llama_cpp.server; print('llama-cpp-python', llama_cpp.__version__)"
+
+# The tests against that real server (`make test` skips them where it is not installed).
+test-llm-server: llm-server data
+	$(VENV)/bin/pytest -q -m llm_server
 
 # ruff (lint + format) over the tree, mypy over r2adapter/ and serving/ ([tool.mypy])
 lint: install
