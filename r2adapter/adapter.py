@@ -10,11 +10,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from r2adapter.errors import R2AError
 from r2adapter.index.encoder import Encoder
 from r2adapter.retrieve.base import Hit, Retriever, check_query
+from r2adapter.retrieve.strategies import STRATEGIES
 from r2adapter.route.base import Router
 
-MODES = ("auto", "dense", "graph")
+MODES = ("auto", *STRATEGIES)  # auto: the router decides between dense and graph
 
 ANSWER_PROMPT = (
     "Answer the question using only the passages below. Reply with a short answer (a few "
@@ -77,10 +79,13 @@ class R2Adapter:
         encoder: Encoder,
         rewriter: RewriterLike | None = None,
         answerer: Callable[[str, list[Hit]], str] | None = None,
+        others: dict[str, Retriever] | None = None,
     ) -> None:
-        """τ and ε are the router's (its decision, r2adapter/route/decision.py)."""
+        """τ and ε are the router's (its decision, r2adapter/route/decision.py); `others`:
+        retrievers of further strategies (STRATEGIES, e.g. catrag) a caller may name."""
         self.router, self.dense, self.graph, self.encoder = router, dense, graph, encoder
         self.rewriter, self.answerer = rewriter, answerer
+        self.retrievers: dict[str, Retriever] = {"dense": dense, "graph": graph, **(others or {})}
 
     def route(self, query: str) -> Route:
         """R²Adapter eqs. 4 and 7; a router that reads the retrieval embedding gets it from
@@ -120,7 +125,9 @@ class R2Adapter:
         qvec = route.qvec if (route.qvec is not None and q_prime == query) else None
         if qvec is None:
             qvec = self.encoder.encode_query(q_prime)
-        retriever = self.graph if decision == "graph" else self.dense
+        retriever = self.retrievers.get(decision)
+        if retriever is None:
+            raise R2AError(f"mode {decision!r} has no retriever here: choose {', '.join(MODES)}")
         hits = retriever.retrieve(q_prime, k, qvec=qvec)
         t["retrieve"] = (time.perf_counter() - t0) * 1000
 

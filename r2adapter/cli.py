@@ -13,6 +13,7 @@ from r2adapter.errors import R2AError
 from r2adapter.index.openie import OPENIE_BACKENDS
 from r2adapter.label.rules import RULES
 from r2adapter.loop import ROUTERS as LOOP_ROUTERS
+from r2adapter.retrieve.strategies import ABLATIONS, STRATEGIES
 from r2adapter.route.kinds import TRAINED_ROUTERS
 
 
@@ -149,14 +150,17 @@ def _evaluate_retrieval(args: argparse.Namespace) -> int:
     from r2adapter import steps
     from r2adapter.evaluate.reports import RetrievalReport
 
+    modes, ablate = args.mode or None, args.ablate or ()
     if args.rewrite == "none":
-        figures = steps.evaluate_retrieval(args.dataset)
+        figures = steps.evaluate_retrieval(args.dataset, modes, ablate)
     else:  # graph retrieval on the rewritten query (issue 15)
         from r2adapter.data.adapters import dataset_name
         from r2adapter.evaluate.retrieval import evaluate_retrieval
 
         seed = not args.no_seed_triplets
-        figures = evaluate_retrieval(dataset_name(args.dataset), args.rewrite, seed)
+        figures = evaluate_retrieval(
+            dataset_name(args.dataset), args.rewrite, seed, modes=modes, ablate=ablate
+        )
     report = RetrievalReport(figures).to_report()
     if _emit(args, report):
         return 0
@@ -168,10 +172,16 @@ def _evaluate_retrieval(args: argparse.Namespace) -> int:
             f"p50 {rw['ms_p50']:.2f} ms, p95 {rw['ms_p95']:.2f} ms (graph only)"
         )
     for mode, m in report["modes"].items():
+        hubs = (
+            f"  hub mass {m['hub_mass']:.3f}  strength {m['ppr_weighted_strength']:.0f}"
+            if "hub_mass" in m
+            else ""
+        )
+        off = f"  (ablated: {', '.join(m['ablate'])})" if m.get("ablate") else ""
         print(
             f"  {mode:<6} R@2 {m['recall@2']:.3f}  R@5 {m['recall@5']:.3f}  "
-            f"FCR@5 {m['fcr@5']:.3f}  p50 {m['latency_ms_p50']:.1f} ms  "
-            f"p95 {m['latency_ms_p95']:.1f} ms"
+            f"FCR@2 {m['fcr@2']:.3f}  FCR@5 {m['fcr@5']:.3f}  p50 {m['latency_ms_p50']:.1f} ms  "
+            f"p95 {m['latency_ms_p95']:.1f} ms{hubs}{off}"
         )
     return 0
 
@@ -425,7 +435,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ret = sub.add_parser("retrieve", help="top-k passages for a question")
     ret.add_argument("--dataset", required=True)
-    ret.add_argument("--mode", default="dense", choices=["dense", "graph"])
+    ret.add_argument("--mode", default="dense", choices=list(STRATEGIES))
     ret.add_argument("--top-k", type=int, default=5)
     ret.add_argument("--json", action="store_true")
     ret.add_argument("question")
@@ -433,8 +443,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     ev = sub.add_parser("evaluate", help="evaluation reports")
     esub = ev.add_subparsers(dest="evaluate_command", required=True)
-    er = esub.add_parser("retrieval", help="dense vs graph: Recall@2/5, FCR@5, latency")
+    er = esub.add_parser(
+        "retrieval",
+        help=f"{', '.join(STRATEGIES)} side by side: Recall@2/5, FCR@2/5, hub mass, latency",
+    )
     er.add_argument("--dataset", required=True)
+    er.add_argument(
+        "--mode",
+        action="append",
+        choices=list(STRATEGIES),
+        help="evaluate only this strategy (repeat for several; default: all)",
+    )
+    er.add_argument(
+        "--ablate",
+        action="append",
+        choices=list(ABLATIONS),
+        help="turn this catrag component off (repeat for several)",
+    )
     er.add_argument("--json", action="store_true", help="one JSON object on stdout")
     er.add_argument(
         "--rewrite",

@@ -118,6 +118,11 @@ class EncoderParams:
         )
 
 
+SEED_WEIGHTINGS = ("released", "averaged")  # graph.seed_weighting (retrieve/graph.py)
+FACT_FILTERS = ("none", "llm")  # graph.fact_filter
+TIER_SOURCES = ("similarity", "learned", "llm")  # graph.tier_source (retrieve/catrag.py)
+
+
 @dataclass(frozen=True)
 class GraphParams:
     """HippoRAG 2 defaults (its public code), used by index build and graph retrieval
@@ -134,6 +139,40 @@ class GraphParams:
     # ef_search for the pgvector HNSW index; halfvec above this many dimensions
     hnsw_ef_search: int = 64
     halfvec_above_dim: int = 2000
+    # -- the HippoRAG 2 baseline made explicit (issue 14) --
+    # HippoRAG 2 adds each fact's phrase pair to an undirected graph in both directions, so
+    # its fact and synonym edges weigh twice ours relative to passage edges (scale 2.0 = its
+    # effective weights). On 2Wiki's 860 complete-gold queries ×2 lost FCR@5 (.551 → .523,
+    # paired bootstrap 95% [−.043, −.014]): ours (1.0) stays the default.
+    fact_edge_scale: float = 1.0  # × a fact edge's co-occurrence count
+    synonym_edge_scale: float = 1.0  # × a synonym edge's cosine
+    # released: a phrase's weight is its (last) fact's score ÷ its passages, ranked by mean
+    # fact score (HippoRAG 2 as released); averaged: the mean of score ÷ passages over its
+    # facts, ranked by that (the later upstream code, which CatRAG builds on)
+    seed_weighting: str = "released"
+    # HippoRAG 2's recognition memory: an LLM keeps the top facts that matter ("llm"), or
+    # none are filtered ("none", the CPU default)
+    fact_filter: str = "none"
+    # -- CatRAG (retrieve/catrag.py), the paper's values --
+    anchor_epsilon: float = 0.2  # ε: reset weight of a query entity that is not a seed
+    keyfact_beta: float = 2.5  # β: a seed's passage edges backed by a seed fact
+    n_seed: int = 5  # N_seed: seeds whose out-edges are reweighted
+    k_edge: int = 15  # K_edge: fact neighbours per seed kept for tiering (Stage I)
+    # tier → multiplier of the seed → neighbour edge weight: the released code maps the
+    # LLM's 0–10 score to 0 (≤ 3), score/20 (4–6), (score − 3)/2 (7–9), 5 (10), then × 2;
+    # a neighbour pruned in Stage I gets 0.3
+    tier_irrelevant: float = 0.0
+    tier_weak: float = 0.5
+    tier_high: float = 5.0
+    tier_direct: float = 10.0
+    tier_pruned: float = 0.3
+    tier_source: str = "similarity"  # similarity | learned | llm (Stage II's judge)
+    # similarity tiers: bands over the min-max normalised query–fact score of the best
+    # fact joining seed and neighbour: ≥ direct, ≥ high, ≥ weak, else irrelevant
+    similarity_bands: tuple[float, ...] = (0.95, 0.8, 0.5)
+    # a query phrase without an exact (normalised) name match anchors the nearest entity
+    # whose embedding has at least this cosine (> 1: exact matches only)
+    entity_match_threshold: float = 0.9
 
     def check(self) -> None:
         for name in ("linking_top_k", "fact_top_k", "synonym_top_k", "ppr_max_iter"):
@@ -157,6 +196,49 @@ class GraphParams:
             f"graph.synonym_threshold must be a cosine in [-1, 1], not {self.synonym_threshold}",
         )
         _need(0.0 < self.ppr_tol < 1.0, f"graph.ppr_tol must be in (0, 1), not {self.ppr_tol}")
+        for name in ("fact_edge_scale", "synonym_edge_scale"):
+            v = getattr(self, name)
+            _need(0.0 < v <= 100.0, f"graph.{name} must be in (0, 100], not {v}")
+        _need(
+            self.seed_weighting in SEED_WEIGHTINGS,
+            f"graph.seed_weighting must be one of {', '.join(SEED_WEIGHTINGS)}, "
+            f"not {self.seed_weighting!r}",
+        )
+        _need(
+            self.fact_filter in FACT_FILTERS,
+            f"graph.fact_filter must be one of {', '.join(FACT_FILTERS)}, not {self.fact_filter!r}",
+        )
+        _need(
+            self.tier_source in TIER_SOURCES,
+            f"graph.tier_source must be one of {', '.join(TIER_SOURCES)}, not {self.tier_source!r}",
+        )
+        _need(
+            0.0 <= self.anchor_epsilon <= 1.0,
+            f"graph.anchor_epsilon must be in [0, 1], not {self.anchor_epsilon}",
+        )
+        _need(
+            1.0 <= self.keyfact_beta <= 100.0,
+            f"graph.keyfact_beta must be in [1, 100], not {self.keyfact_beta}",
+        )
+        for name in ("n_seed", "k_edge"):
+            v = getattr(self, name)
+            _need(v >= 1, f"graph.{name} must be ≥ 1, not {v}")
+        for name in ("tier_irrelevant", "tier_weak", "tier_high", "tier_direct", "tier_pruned"):
+            v = getattr(self, name)
+            _need(0.0 <= v <= 100.0, f"graph.{name} must be in [0, 100], not {v}")
+        b = self.similarity_bands
+        _need(
+            len(b) == 3
+            and all(isinstance(x, int | float) and not isinstance(x, bool) for x in b)
+            and 1.0 >= b[0] >= b[1] >= b[2] >= 0.0,
+            "graph.similarity_bands must be three thresholds direct ≥ high ≥ weak in [0, 1], "
+            f"not {list(b)}",
+        )
+        _need(
+            0.0 <= self.entity_match_threshold <= 2.0,
+            f"graph.entity_match_threshold must be a cosine in [0, 2] (> 1: exact names only), "
+            f"not {self.entity_match_threshold}",
+        )
 
 
 LABEL_RULES = ("avg_rank", "topk_first", "recall_first")  # r2adapter/label/rules.py

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from r2adapter.data.adapters import dataset_name, load_dataset
@@ -39,22 +40,26 @@ def index(dataset: str, openie: str = "spacy") -> IndexReport:
 
 
 def retrieve(dataset: str, question: str, mode: str = "dense", k: int = 5) -> list[Hit]:
+    """Top-k passages by one strategy (r2adapter/retrieve/strategies.py: dense, graph,
+    catrag)."""
     from r2adapter.retrieve.base import check_query
-    from r2adapter.retrieve.dense import DenseRetriever
-    from r2adapter.retrieve.graph import GraphRetriever
+    from r2adapter.retrieve.strategies import check_strategy, make_retriever
 
+    check_strategy(mode)
     question = check_query(question)
     if not 1 <= k <= 100:
         raise R2AError(f"--top-k must be between 1 and 100, not {k}")
-    name = dataset_name(dataset)
-    retriever = DenseRetriever(name) if mode == "dense" else GraphRetriever(name)
-    return retriever.retrieve(question, k)
+    return make_retriever(mode, dataset_name(dataset)).retrieve(question, k)
 
 
-def evaluate_retrieval(dataset: str) -> dict[str, object]:
+def evaluate_retrieval(
+    dataset: str, modes: Sequence[str] | None = None, ablate: Sequence[str] = ()
+) -> dict[str, object]:
+    """Every strategy (or `modes`) on the dataset's complete-gold queries; `ablate` turns
+    catrag components off (r2adapter/retrieve/catrag.py ABLATIONS)."""
     from r2adapter.evaluate.retrieval import evaluate_retrieval as _evaluate
 
-    return _evaluate(dataset_name(dataset))
+    return _evaluate(dataset_name(dataset), modes=modes, ablate=ablate)
 
 
 def label(dataset: str, rule: str | None = None) -> LabelResult:

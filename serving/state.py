@@ -126,15 +126,14 @@ class ServingState:
         key = (c.version, self.dataset)
         if self._adapter is not None and self._adapter_key == key:
             return self._adapter
-        from r2adapter.retrieve.dense import DenseRetriever
-        from r2adapter.retrieve.graph import GraphRetriever
+        from r2adapter.retrieve.strategies import STRATEGIES, make_retriever
 
         with self._lock:
             # a DatabaseError goes up as is: the service answers 503 without its address
-            dense = DenseRetriever(self.dataset, self.encoder)
-            graph = GraphRetriever(self.dataset, self.encoder)
+            r = {mode: make_retriever(mode, self.dataset, self.encoder) for mode in STRATEGIES}
+            dense, graph = r.pop("dense"), r.pop("graph")
             self._adapter = R2Adapter(  # τ and ε: the router's own decision
-                c.router, dense, graph, self.encoder, self.rewriter(), self.answerer()
+                c.router, dense, graph, self.encoder, self.rewriter(), self.answerer(), r
             )
             self._adapter_key = key
         return self._adapter

@@ -64,10 +64,12 @@ def test_bench_quality_quick(pg_env: dict[str, str], tmp_path: Path) -> None:
     assert set(rv) == {"dataset", "n_queries", "openie", "index_version", "modes", "rewrite"}
     assert rv["openie"] == row["index"]["openie"] == "precomputed:bqsample_openie_gpt-4o-mini.json"
     assert rv["index_version"] == row["index"]["version"] and rv["n_queries"] == 1
-    metrics = {"recall@2", "recall@5", "fcr@5", "latency_ms_p50", "latency_ms_p95"}
-    assert set(rv["modes"]) == {"dense", "graph"}
+    metrics = {"recall@2", "recall@5", "fcr@2", "fcr@5", "latency_ms_p50", "latency_ms_p95"}
+    structure = {"fallbacks", "hub_mass", "ppr_weighted_strength"}  # graph strategies
+    assert set(rv["modes"]) == {"dense", "graph", "catrag"}
     assert set(rv["modes"]["dense"]) == metrics
-    assert set(rv["modes"]["graph"]) == metrics | {"fallbacks"}
+    assert set(rv["modes"]["graph"]) == metrics | structure
+    assert metrics | structure <= set(rv["modes"]["catrag"])
     for m in rv["modes"].values():
         assert m["recall@5"] == 1.0  # 3 passages: both gold ones are in any top 5
         assert 0 <= m["recall@2"] <= 1 and m["latency_ms_p50"] > 0

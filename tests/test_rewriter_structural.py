@@ -200,7 +200,7 @@ def test_evaluate_retrieval_with_the_structural_rewrite(pg_env: dict[str, str]) 
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout.strip().splitlines()[-1])
-    assert set(report["modes"]) == {"dense", "graph"}
+    assert set(report["modes"]) == {"dense", "graph", "catrag"}
     rw = report["rewrite"]
     assert rw["backend"] == "structural" and rw["seed_triplets"] is True
     n = report["n_queries"]

@@ -1,21 +1,24 @@
-"""`r2a evaluate retrieval`: dense vs graph on a dataset's complete-gold queries; with
-`rewrite`, graph retrieval runs on q′ for every query the rewriter parses (issue 15)."""
+"""`r2a evaluate retrieval`: every retrieval strategy (dense, graph, catrag; or a subset)
+on a dataset's complete-gold queries; with `rewrite`, the graph strategies run on q′ for
+every query the rewriter parses (issue 15). Graph strategies also report where their PPR
+mass sits (hub mass, PPR-weighted strength: CatRAG §6)."""
 
 from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tqdm import tqdm
 
 from r2adapter.data.schema import Query
+from r2adapter.errors import R2AError
 from r2adapter.evaluate.metrics import full_chain, percentile, recall_at_k
 from r2adapter.index.encoder import get_encoder
 from r2adapter.retrieve.base import Retriever
-from r2adapter.retrieve.dense import DenseRetriever
-from r2adapter.retrieve.graph import GraphRetriever
+from r2adapter.retrieve.strategies import GRAPH_STRATEGIES, check_strategies, make_retriever
 from r2adapter.store.db import connection
 from r2adapter.store.graph_store import require_version
 
@@ -68,6 +71,7 @@ def summarize(run: RankedRun, queries: list[Query]) -> dict[str, float]:
     return {
         "recall@2": sum(recall_at_k(run.ranked[q.id], q.gold_passage_ids, 2) for q in queries) / n,
         "recall@5": sum(recall_at_k(run.ranked[q.id], q.gold_passage_ids, 5) for q in queries) / n,
+        "fcr@2": sum(full_chain(run.ranked[q.id], q.gold_passage_ids, 2) for q in queries) / n,
         "fcr@5": sum(full_chain(run.ranked[q.id], q.gold_passage_ids, 5) for q in queries) / n,
         "latency_ms_p50": percentile(lat, 50),
         "latency_ms_p95": percentile(lat, 95),
@@ -77,18 +81,55 @@ def summarize(run: RankedRun, queries: list[Query]) -> dict[str, float]:
 REWRITE_CHOICES = ("none", "structural", "llm")
 
 
+class Structure:
+    """Collects, per query a graph strategy runs PPR for, where the mass sits
+    (`ppr_structure`) and the strategy's own figures (catrag: edit and PPR ms)."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict[str, float]] = []
+
+    def __call__(self, ppr: Any, op: Any, info: dict[str, float]) -> None:
+        from r2adapter.retrieve.graph import ppr_structure
+
+        self.rows.append({**ppr_structure(ppr, op), **info})
+
+    def summary(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        if not self.rows:
+            return out
+        for key in ("hub_mass", "ppr_weighted_strength", "anchors", "edited_columns"):
+            vals = [r[key] for r in self.rows if key in r]
+            if vals:
+                out[key] = sum(vals) / len(vals)
+        for key in ("edit_ms", "ppr_ms"):
+            vals = [r[key] for r in self.rows if key in r]
+            if vals:
+                out[f"{key}_p50"] = percentile(vals, 50)
+                out[f"{key}_p95"] = percentile(vals, 95)
+        return out
+
+
 def evaluate_retrieval(
-    dataset: str, rewrite: str = "none", seed_triplets: bool = True
+    dataset: str,
+    rewrite: str = "none",
+    seed_triplets: bool = True,
+    modes: Sequence[str] | None = None,
+    ablate: Sequence[str] = (),
 ) -> dict[str, object]:
-    """`rewrite`: none, or the rewriter backend whose q′ graph retrieval runs on (dense
+    """`rewrite`: none, or the rewriter backend whose q′ the graph strategies run on (dense
     keeps the query: Algorithm 1 rewrites for the graph); `seed_triplets`: q′'s triplets
-    also seed PPR (GraphRetriever's option)."""
+    also seed PPR (GraphRetriever's option); `modes`: a subset of the strategies (all when
+    None); `ablate`: catrag components turned off (catrag.ABLATIONS)."""
+    from r2adapter.retrieve.catrag import check_ablations
+
     if rewrite not in REWRITE_CHOICES:
         raise ValueError(f"rewrite must be one of {REWRITE_CHOICES}, not {rewrite!r}")
+    chosen = check_strategies(modes)
+    ablations = check_ablations(ablate)
+    if ablations and "catrag" not in chosen:
+        raise R2AError("--ablate turns catrag components off: include catrag in --mode")
     version = require_version(dataset)
     queries = stored_queries(dataset)
-    dense = DenseRetriever(dataset)
-    graph = GraphRetriever(dataset, seed_triplets=seed_triplets)
     rewriter = None
     if rewrite != "none":
         from r2adapter.rewrite import Rewriter
@@ -96,23 +137,46 @@ def evaluate_retrieval(
         rewriter = Rewriter(backend=rewrite)
         rewriter.warmup()  # a model or parser load is not a rewrite's time
     results: list[Any] = []
+    first_graph = next((m for m in chosen if m in GRAPH_STRATEGIES), None)
 
-    def rewrite_one(question: str) -> Any:
+    def rewrite_one(question: str, record: bool) -> Any:
         res = rewriter.rewrite(question)  # type: ignore[union-attr]
-        results.append(res)
+        if record:  # the rewrite block counts each question once
+            results.append(res)
         return res
 
-    modes = {}
-    modes["dense"] = summarize(run_retriever(dense, queries, DEPTH), queries)
-    run = run_retriever(graph, queries, DEPTH, rewrite=rewrite_one if rewriter else None)
-    modes["graph"] = summarize(run, queries)
-    modes["graph"]["fallbacks"] = graph.fallbacks
+    out: dict[str, dict[str, Any]] = {}
+    for mode in chosen:
+        graph_like = mode in GRAPH_STRATEGIES
+        options: dict[str, Any] = {"seed_triplets": seed_triplets} if graph_like else {}
+        if mode == "catrag":
+            options["ablate"] = ablations
+        retriever = make_retriever(mode, dataset, **options)
+        structure = Structure()
+        if graph_like:
+            retriever.observe = structure  # type: ignore[attr-defined]
+        if hasattr(retriever, "warmup"):
+            retriever.warmup()  # spaCy and per-index maps load once, not in a query's time
+        rw = None
+        if rewriter is not None and graph_like:
+            record = mode == first_graph
+
+            def rw(question: str, record: bool = record) -> Any:
+                return rewrite_one(question, record)
+
+        m: dict[str, Any] = summarize(run_retriever(retriever, queries, DEPTH, rewrite=rw), queries)
+        if graph_like:
+            m["fallbacks"] = retriever.fallbacks  # type: ignore[attr-defined]
+            m.update(structure.summary())
+        if mode == "catrag":
+            m["ablate"] = list(ablations)
+        out[mode] = m
     return {
         "dataset": dataset,
         "n_queries": len(queries),
         "openie": version.openie,
         "index_version": version.id,
-        "modes": modes,
+        "modes": out,
         "rewrite": rewrite_summary(rewrite, results, seed_triplets and rewrite != "none"),
     }
 

@@ -1,4 +1,5 @@
-"""spaCy named entities for queries: the NER-router and the label statistics use them."""
+"""spaCy named entities for queries: the NER-router and the label statistics use them;
+CatRAG's symbolic anchors are a query's entities and noun chunks."""
 
 from __future__ import annotations
 
@@ -33,3 +34,26 @@ def entities(texts: Sequence[str]) -> list[list[tuple[str, str]]]:
     nlp = ner_pipeline()
     with _lock:  # spaCy pipelines are not safe to share across threads mid-call
         return [[(e.text, e.label_) for e in doc.ents] for doc in nlp.pipe(texts, batch_size=64)]
+
+
+# a noun chunk's leading words that name nothing ("the", "his", "which")
+_LEADING = {"DET", "PRON", "PART"}
+
+
+def query_phrases(texts: Sequence[str]) -> list[list[str]]:
+    """Named entities, then noun chunks (without leading determiners and pronouns), per
+    input text; each phrase once, in order."""
+    nlp = ner_pipeline()
+    out: list[list[str]] = []
+    with _lock:
+        docs = list(nlp.pipe(texts, batch_size=64))
+    for doc in docs:
+        phrases = [e.text for e in doc.ents]
+        for chunk in doc.noun_chunks:
+            start = chunk.start
+            while start < chunk.end and doc[start].pos_ in _LEADING:
+                start += 1
+            if start < chunk.end:
+                phrases.append(doc[start : chunk.end].text)
+        out.append(list(dict.fromkeys(p for p in phrases if p.strip())))
+    return out

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
 from r2adapter.config import GraphParams, graph_params
+from r2adapter.errors import R2AError
 from r2adapter.index.encoder import Encoder, get_encoder
 from r2adapter.retrieve.base import Hit, Retriever, check_query
 from r2adapter.retrieve.dense import check_encoder
-from r2adapter.retrieve.graph_index import GRAPHS, GraphCache, GraphIndex
+from r2adapter.retrieve.graph_index import GRAPHS, GraphCache, GraphIndex, Operator
 from r2adapter.retrieve.ppr import personalized_pagerank
 from r2adapter.store.graph_store import passages_by_id
 
@@ -22,6 +25,45 @@ def minmax(x: np.ndarray) -> np.ndarray:
     return np.ones_like(x) if hi - lo < 1e-12 else (x - lo) / (hi - lo)
 
 
+@dataclass
+class Seeding:
+    """One query's seeds: the reset vector, whether a fact matched (else the caller falls
+    back to dense), the best normalised score of each fact over the query's vectors, the
+    top facts of every vector, and the phrase seeds with their weights."""
+
+    reset: np.ndarray
+    matched: bool
+    fact_scores: np.ndarray
+    top: list[int]
+    seeds: dict[int, float]
+
+
+def seed_graph(
+    g: GraphIndex, qvec: np.ndarray, p: GraphParams, fact_queries: np.ndarray | None = None
+) -> Seeding:
+    """HippoRAG 2's seeding (`reset_vector`), keeping what CatRAG reads besides the reset."""
+    reset = np.zeros(g.n_nodes, dtype=np.float64)
+    dense = minmax(g.passage_emb @ qvec)
+    reset[g.n_entities :] = dense * p.passage_node_weight
+    if len(g.fact_emb) == 0:
+        return Seeding(reset, False, np.zeros(0), [], {})
+    vecs = [qvec] if fact_queries is None else [qvec, *fact_queries]
+    weight: dict[int, float] = {}
+    best: np.ndarray | None = None
+    top_all: list[int] = []
+    for v in vecs:
+        scores, top = top_facts(g, v, p)
+        best = scores if best is None else np.maximum(best, scores)
+        top_all.extend(int(f) for f in top if int(f) not in top_all)
+        for e, w in phrase_seeds(g, scores, top, p).items():
+            weight[e] = max(w, weight.get(e, 0.0))
+    for e, w in weight.items():
+        reset[e] = w
+    assert best is not None
+    matched = bool(weight) and sum(weight.values()) > 0
+    return Seeding(reset, matched, best, top_all, weight)
+
+
 def reset_vector(
     g: GraphIndex, qvec: np.ndarray, p: GraphParams, fact_queries: np.ndarray | None = None
 ) -> tuple[np.ndarray, bool]:
@@ -30,26 +72,23 @@ def reset_vector(
     `fact_queries`: more query vectors (a rewrite's triplets, `triplet_queries`), each
     matched against the facts on its own; every query's top phrases seed PPR together,
     a phrase reached by several keeping its highest weight."""
-    reset = np.zeros(g.n_nodes, dtype=np.float64)
-    dense = minmax(g.passage_emb @ qvec)
-    reset[g.n_entities :] = dense * p.passage_node_weight
-    if len(g.fact_emb) == 0:
-        return reset, False
-    vecs = [qvec] if fact_queries is None else [qvec, *fact_queries]
-    weight: dict[int, float] = {}
-    for v in vecs:
-        for e, w in _phrase_seeds(g, v, p).items():
-            weight[e] = max(w, weight.get(e, 0.0))
-    for e, w in weight.items():
-        reset[e] = w
-    return reset, bool(weight) and sum(weight.values()) > 0
+    s = seed_graph(g, qvec, p, fact_queries)
+    return s.reset, s.matched
 
 
-def _phrase_seeds(g: GraphIndex, qvec: np.ndarray, p: GraphParams) -> dict[int, float]:
-    """HippoRAG 2's phrase seeds of one query: the ends of its top facts, the top
-    `linking_top_k` by mean fact score, each weighted fact score ÷ passages holding it."""
+def top_facts(g: GraphIndex, qvec: np.ndarray, p: GraphParams) -> tuple[np.ndarray, np.ndarray]:
+    """The query's min-max normalised score of every fact, and its top `fact_top_k` facts
+    (the graph search's fact step; `fact_filter: none` keeps them all)."""
     fact_scores = minmax(g.fact_emb @ qvec)
-    top = np.argsort(-fact_scores, kind="stable")[: p.fact_top_k]
+    return fact_scores, np.argsort(-fact_scores, kind="stable")[: p.fact_top_k]
+
+
+def phrase_seeds(
+    g: GraphIndex, fact_scores: np.ndarray, top: np.ndarray, p: GraphParams
+) -> dict[int, float]:
+    """`released` (HippoRAG 2 as released): a phrase weighs its last top fact's score ÷ its
+    passages and is ranked by its mean fact score; `averaged` (the later upstream code):
+    it weighs the mean of score ÷ passages over its top facts and is ranked by that."""
     phrase_weight: dict[int, float] = {}
     phrase_scores: dict[int, list[float]] = {}
     for f in top:
@@ -57,10 +96,26 @@ def _phrase_seeds(g: GraphIndex, qvec: np.ndarray, p: GraphParams) -> dict[int, 
         for e in g.fact_ends[f]:
             e = int(e)
             # fact score ÷ number of passages holding the phrase (HippoRAG 2)
-            phrase_weight[e] = score / max(g.entity_passages[e], 1.0)
-            phrase_scores.setdefault(e, []).append(score)
-    ranked = sorted(phrase_scores, key=lambda e: -float(np.mean(phrase_scores[e])))
-    return {e: phrase_weight[e] for e in ranked[: p.linking_top_k]}
+            weighted = score / max(g.entity_passages[e], 1.0)
+            if p.seed_weighting == "averaged":
+                phrase_scores.setdefault(e, []).append(weighted)
+            else:
+                phrase_weight[e] = weighted
+                phrase_scores.setdefault(e, []).append(score)
+    rank = {e: float(np.mean(v)) for e, v in phrase_scores.items()}
+    ranked = sorted(rank, key=lambda e: -rank[e])[: p.linking_top_k]
+    if p.seed_weighting == "averaged":
+        return {e: rank[e] for e in ranked}
+    return {e: phrase_weight[e] for e in ranked}
+
+
+def ppr_structure(ppr: np.ndarray, op: Operator) -> dict[str, float]:
+    """Where the PPR mass sits (CatRAG §6): `hub_mass`, its share on the top 1% of nodes by
+    weighted degree, and `ppr_weighted_strength`, the mean weighted degree under it."""
+    return {
+        "hub_mass": float(ppr[op.hubs].sum()),
+        "ppr_weighted_strength": float(ppr @ op.strength),
+    }
 
 
 _TRIPLET_LINE = re.compile(r"\[(?P<body>.+)\]")
@@ -88,6 +143,15 @@ def triplet_queries(query: str) -> list[str]:
     return out
 
 
+def check_fact_filter(p: GraphParams) -> None:
+    """HippoRAG 2's LLM fact filter (recognition memory) is not built yet: say so."""
+    if p.fact_filter == "llm":
+        raise R2AError(
+            "graph.fact_filter 'llm' (HippoRAG 2's recognition memory) is not implemented "
+            "yet: set graph.fact_filter to none in params.yaml"
+        )
+
+
 class GraphRetriever(Retriever):
     mode = "graph"
 
@@ -105,24 +169,50 @@ class GraphRetriever(Retriever):
         lifts graph FCR@5 .551 → .705 and Recall@5 .789 → .875, where q′ alone gives .549
         and .790. A query without triplet lines is searched as before."""
         self.dataset = dataset
+        self.params = params or graph_params()  # params.yaml `graph:`
+        self.check_params()  # before the encoder loads: a bad option is one line, at once
         self.encoder = encoder or get_encoder()
         self.cache = cache
-        self.params = params or graph_params()  # params.yaml `graph:`
         check_encoder(self.cache.get(dataset).version, self.encoder)
         self.seed_triplets = seed_triplets
         self.fallbacks = 0
+        # called with each query's PPR vector and the graph's operator (evaluation reads
+        # where the mass sits, `ppr_structure`); None in serving
+        self.observe: Callable[[np.ndarray, Operator, dict[str, float]], None] | None = None
+
+    def check_params(self) -> None:
+        check_fact_filter(self.params)
+
+    @property
+    def scales(self) -> tuple[float, float]:
+        return (self.params.fact_edge_scale, self.params.synonym_edge_scale)
+
+    def warmup(self) -> None:
+        """Build what the first query would (the transition at these edge scales; the
+        operator an observer reads), so that no query's time includes it."""
+        g = self.cache.get(self.dataset)
+        g.transition_for(*self.scales)
+        if self.observe is not None:
+            g.operator(*self.scales)
 
     def scores(
-        self, qvec: np.ndarray, fact_queries: np.ndarray | None = None
+        self, qvec: np.ndarray, fact_queries: np.ndarray | None = None, query: str = ""
     ) -> tuple[np.ndarray, GraphIndex, bool]:
+        """Passage scores; `query` (the text, which only strategies that read it use)."""
         g = self.cache.get(self.dataset)
         reset, matched = reset_vector(g, qvec, self.params, fact_queries)
         if not matched:
             self.fallbacks += 1
             return g.passage_emb @ qvec, g, False
         ppr = personalized_pagerank(
-            g.transition, reset, self.params.damping, self.params.ppr_tol, self.params.ppr_max_iter
+            g.transition_for(*self.scales),
+            reset,
+            self.params.damping,
+            self.params.ppr_tol,
+            self.params.ppr_max_iter,
         )
+        if self.observe is not None:
+            self.observe(ppr, g.operator(*self.scales), {})
         return ppr[g.n_entities :], g, True
 
     def retrieve(self, query: str, k: int = 5, qvec: np.ndarray | None = None) -> list[Hit]:
@@ -130,7 +220,7 @@ class GraphRetriever(Retriever):
         vec = self.encoder.encode_query(query) if qvec is None else qvec
         texts = triplet_queries(query) if self.seed_triplets else []
         extra = self.encoder.encode(texts) if texts else None
-        scores, g, _ = self.scores(vec, extra)
+        scores, g, _ = self.scores(vec, extra, query)
         top = np.argsort(-scores, kind="stable")[:k]
         ids = [g.passage_ids[i] for i in top]
         found = passages_by_id(self.dataset, ids)

@@ -134,3 +134,83 @@ def ppr_solve(
         rho = rho_next
     x = y.astype(np.float64)[t.inv]
     return x / x.sum(), iterations
+
+
+@dataclass(frozen=True)
+class ColumnEdits:
+    """A query's edits to a few columns of the transition (CatRAG: the seeds' out-edges).
+
+    Column `nodes[k]` (caller's numbering) of P becomes P[:, nodes[k]] + delta[:, k]; `delta`
+    is n × m in the transition's permuted order. The edited operator is no longer the
+    transition of an undirected graph, so its spectrum is not real: PPR on it is solved by
+    `ppr_edited` (power iteration), not by the Chebyshev semi-iteration."""
+
+    positions: np.ndarray  # permuted positions of the edited columns (m)
+    delta: sp.csr_matrix  # n × m, permuted row order
+
+    @classmethod
+    def from_columns(
+        cls, t: Transition, columns: dict[int, tuple[np.ndarray, np.ndarray]]
+    ) -> ColumnEdits:
+        """`columns`: node → (targets, change of P[target, node]) in the caller's order."""
+        nodes = np.array(sorted(columns), dtype=np.int64)
+        rows, cols, vals = [], [], []
+        for k, u in enumerate(nodes.tolist()):
+            targets, change = columns[u]
+            rows.append(t.inv[np.asarray(targets, dtype=np.int64)])
+            cols.append(np.full(len(targets), k, dtype=np.int64))
+            vals.append(np.asarray(change, dtype=np.float64))
+        n, m = t.n, len(nodes)
+        if m == 0:
+            return cls(nodes, sp.csr_matrix((n, 0), dtype=t.matrix.dtype))
+        delta = sp.csr_matrix(
+            (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n, m)
+        )
+        return cls(t.inv[nodes], delta.astype(t.matrix.dtype))
+
+    @property
+    def m(self) -> int:
+        return len(self.positions)
+
+
+def ppr_edited(
+    t: Transition,
+    reset: np.ndarray,
+    edits: ColumnEdits,
+    damping: float = 0.5,
+    tol: float = 1e-7,
+    max_iter: int = 100,
+) -> tuple[np.ndarray, int]:
+    """PPR on the edited operator P′ = P + Δ (Δ non-zero in a few columns) by power
+    iteration: y = Σₖ (d·P′)ᵏ·b with b = (1 − d)·r/Σr, the product P′·x = P·x + Δ·x[edited].
+    Returns y / Σy (float64, caller's order) and the number of products.
+
+    P′ is column-stochastic (a column may be zero: a node whose edits leave it no edge,
+    whose mass then goes back in proportion to r, as `ppr_solve` treats dangling nodes), so
+    ‖P′‖₁ ≤ 1 and the loop stops, as `ppr_solve` does, when the remaining term's L1 norm is
+    below tol·(1 − d): the L1 error of y is then below `tol`. Converges at rate d (0.5):
+    about twice the products of the Chebyshev solver on the unedited graph."""
+    if not 0.0 < damping < 1.0:
+        raise ValueError("damping must be in (0, 1)")
+    total = float(reset.sum())
+    if total <= 0:
+        raise ValueError("reset vector has no mass")
+    dtype = t.matrix.dtype
+    r = (reset[t.perm] * ((1.0 - damping) / total)).astype(dtype)
+    y = np.zeros_like(r)
+    stop = tol * (1.0 - damping)
+    iterations = 0
+    pos = edits.positions
+    while iterations < max_iter:
+        iterations += 1
+        y += r
+        nxt = t.matrix @ r
+        if edits.m:
+            nxt += edits.delta @ r[pos]
+        nxt *= damping
+        r = nxt
+        if float(np.abs(r).sum()) < stop:
+            break
+    y += r
+    x = y.astype(np.float64)[t.inv]
+    return x / x.sum(), iterations

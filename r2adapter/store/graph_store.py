@@ -287,6 +287,16 @@ def read_graph_rows(version: int) -> GraphRows:
     return GraphRows(ents, facts, pe, syn)
 
 
+def read_fact_passages(version: int) -> list[tuple[int, str]]:
+    """(fact id, passage id): the passages each fact was extracted from."""
+    with connection() as conn:
+        rows = conn.execute(
+            "SELECT fact_id, passage_id FROM fact_passages WHERE index_version = %s",
+            (version,),
+        ).fetchall()
+    return [(int(f), str(p)) for f, p in rows]
+
+
 def passage_titles(dataset: str) -> dict[str, str]:
     with connection() as conn:
         rows = conn.execute(

@@ -1,0 +1,375 @@
+"""CatRAG (Lau et al., "Breaking the Static Graph: Context-Aware Traversal for Robust RAG"):
+HippoRAG 2's graph search with the static transition turned into a query-specific one
+before PPR. Three edits, each of which `ablate` can turn off:
+
+- **anchoring** (symbolic anchoring): the query's named entities and noun chunks (spaCy),
+  matched to phrase nodes by normalised exact name, else by the nearest entity embedding
+  at cosine ≥ `entity_match_threshold`, join the reset vector with the weak weight ε
+  (`anchor_epsilon`) ÷ the passages holding them, as fact seeds are divided; a phrase that
+  is already a seed keeps its seed weight.
+- **edges** (query-aware dynamic edge weighting): for the top `n_seed` seeds (fact seeds
+  and anchors by reset weight), Stage I keeps the `k_edge` fact neighbours whose joining
+  facts score highest against the query and gives the rest the `tier_pruned` multiplier;
+  Stage II puts each kept seed → neighbour transition in a tier (irrelevant, weak, high,
+  direct) whose multiplier scales the edge. The tier source here is `similarity`: bands
+  (`similarity_bands`) over the normalised query–fact score of the best joining fact,
+  which the graph search has computed already (no LLM; microseconds).
+- **keyfact** (key-fact passage enhancement): among a top-fact phrase's passage edges,
+  those to a passage that holds one of the query's top facts with that phrase weigh ×β
+  (`keyfact_beta`), the phrase's total passage weight kept.
+
+The edits touch only the edited nodes' out-transitions, i.e. their columns of the
+column-stochastic transition (as the released code edits the out-edges of seeds in a
+directed igraph): the graph is not rebuilt per query. The edited operator is no longer
+symmetric, so PPR runs by power iteration on it (`ppr.ppr_edited`) instead of the
+Chebyshev solver. With every edit ablated catrag is graph retrieval, to the solver's
+tolerance.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from r2adapter.config import GraphParams
+from r2adapter.errors import R2AError
+from r2adapter.index.encoder import Encoder
+from r2adapter.index.openie import normalize_phrase
+from r2adapter.retrieve.graph import GraphRetriever, Seeding, seed_graph
+from r2adapter.retrieve.graph_index import GRAPHS, GraphCache, GraphIndex, Operator
+from r2adapter.retrieve.ppr import ColumnEdits, personalized_pagerank, ppr_edited
+from r2adapter.retrieve.strategies import ABLATIONS
+
+
+def check_ablations(ablate: Iterable[str]) -> tuple[str, ...]:
+    out = tuple(dict.fromkeys(ablate))
+    unknown = [a for a in out if a not in ABLATIONS]
+    if unknown:
+        raise R2AError(
+            f"unknown catrag ablation(s) {', '.join(unknown)}: choose from {', '.join(ABLATIONS)}"
+        )
+    return out
+
+
+def check_tier_source(p: GraphParams) -> None:
+    if p.tier_source != "similarity":
+        raise R2AError(
+            f"graph.tier_source '{p.tier_source}' is not implemented yet: set "
+            "graph.tier_source to similarity in params.yaml"
+        )
+
+
+# ---- per index version: the maps the edits read ----------------------------------------
+
+
+@dataclass(frozen=True)
+class CatragMaps:
+    """Built once per index version: entity name → id, entity → facts, fact → passages."""
+
+    name_to_entity: dict[str, int]
+    ent_fact_ptr: np.ndarray  # CSR: facts of entity e are ent_fact_idx[ptr[e]:ptr[e+1]]
+    ent_fact_idx: np.ndarray
+    fact_pass_ptr: np.ndarray  # CSR: passage node ids of fact f
+    fact_pass_idx: np.ndarray
+
+    def facts_of(self, e: int) -> np.ndarray:
+        return self.ent_fact_idx[self.ent_fact_ptr[e] : self.ent_fact_ptr[e + 1]]
+
+    def passages_of(self, f: int) -> np.ndarray:
+        return self.fact_pass_idx[self.fact_pass_ptr[f] : self.fact_pass_ptr[f + 1]]
+
+
+def _csr(n: int, keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(keys, kind="stable")
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(keys, minlength=n), out=ptr[1:])
+    return ptr, values[order].astype(np.int64)
+
+
+def build_maps(g: GraphIndex, fact_passages: list[tuple[int, str]]) -> CatragMaps:
+    """`fact_passages`: (fact id, passage id) rows of the index (graph_store)."""
+    n_f = len(g.fact_ends)
+    if n_f and not fact_passages:
+        v = g.version
+        raise R2AError(
+            f"index version {v.id} of '{v.dataset}' has no fact–passage rows, which catrag "
+            f"needs: rebuild it with `r2a index --dataset {v.dataset}`"
+        )
+    if n_f and not g.entity_names:
+        raise R2AError("this graph index holds no entity names, which catrag needs")
+    ends = g.fact_ends.reshape(-1, 2)
+    ent_keys = np.concatenate([ends[:, 0], ends[:, 1]]).astype(np.int64)
+    fact_ids = np.concatenate([np.arange(n_f), np.arange(n_f)]).astype(np.int64)
+    ent_ptr, ent_idx = _csr(g.n_entities, ent_keys, fact_ids)
+    pos = {pid: g.n_entities + i for i, pid in enumerate(g.passage_ids)}
+    rows = [(f, pos[p]) for f, p in fact_passages if p in pos and f < n_f]
+    fk = np.array([f for f, _ in rows], dtype=np.int64)
+    pv = np.array([p for _, p in rows], dtype=np.int64)
+    f_ptr, f_idx = _csr(n_f, fk, pv)
+    names = {name: i for i, name in enumerate(g.entity_names)}
+    return CatragMaps(names, ent_ptr, ent_idx, f_ptr, f_idx)
+
+
+def catrag_maps(g: GraphIndex) -> CatragMaps:
+    from r2adapter.store.graph_store import read_fact_passages
+
+    return g.cached("catrag_maps", lambda: build_maps(g, read_fact_passages(g.version.id)))
+
+
+def entity_embeddings(g: GraphIndex) -> np.ndarray:
+    """The index's entity embeddings (E × d, normalised), read once per version from the
+    embedding cache the index build wrote; a missing one names the index to rebuild."""
+
+    def load() -> np.ndarray:
+        from r2adapter.store.graph_store import cached_text_embeddings
+
+        have = cached_text_embeddings(g.version.encoder, "entity", g.entity_names)
+        missing = sum(name not in have for name in g.entity_names)
+        if missing:
+            v = g.version
+            raise R2AError(
+                f"{missing} entity embeddings of index version {v.id} of '{v.dataset}' are "
+                f"missing, which catrag's entity match needs: rebuild it with "
+                f"`r2a index --dataset {v.dataset}`"
+            )
+        if not g.entity_names:
+            return np.zeros((0, g.passage_emb.shape[1]), dtype=np.float32)
+        return np.stack([have[n] for n in g.entity_names]).astype(np.float32)
+
+    out: np.ndarray = g.cached("entity_embeddings", load)
+    return out
+
+
+# ---- the three edits ----------------------------------------------------------------------
+
+
+def anchor_entities(
+    g: GraphIndex,
+    maps: CatragMaps,
+    phrases: list[str],
+    threshold: float,
+    embed: Encoder | None,
+) -> list[int]:
+    """Phrase nodes named by the query's phrases: normalised exact match, else (threshold
+    ≤ 1) the nearest entity by embedding at cosine ≥ threshold."""
+    found: list[int] = []
+    unmatched: list[str] = []
+    for phrase in phrases:
+        key = normalize_phrase(phrase)
+        if not key:
+            continue
+        e = maps.name_to_entity.get(key)
+        if e is not None:
+            found.append(e)
+        else:
+            unmatched.append(key)
+    if unmatched and threshold <= 1.0 and embed is not None and g.n_entities:
+        emb = entity_embeddings(g)
+        sims = embed.encode(unmatched) @ emb.T
+        best = sims.argmax(axis=1)
+        found += [int(e) for e, s in zip(best, sims.max(axis=1), strict=True) if s >= threshold]
+    return list(dict.fromkeys(found))
+
+
+def similarity_tiers(scores: np.ndarray, p: GraphParams) -> np.ndarray:
+    """Stage II without an LLM: each kept transition's multiplier from the band its best
+    joining fact's normalised query score falls in."""
+    direct, high, weak = p.similarity_bands
+    return np.select(
+        [scores >= direct, scores >= high, scores >= weak],
+        [p.tier_direct, p.tier_high, p.tier_weak],
+        default=p.tier_irrelevant,
+    )
+
+
+def edge_multipliers(
+    g: GraphIndex, maps: CatragMaps, seed: int, fact_scores: np.ndarray, p: GraphParams
+) -> tuple[np.ndarray, np.ndarray]:
+    """(neighbours, multipliers) of the seed → neighbour edges: the seed's fact
+    neighbours, the best `k_edge` by their best joining fact's score tiered, the rest
+    pruned."""
+    facts = maps.facts_of(seed)
+    ends = g.fact_ends[facts]
+    other = np.where(ends[:, 0] == seed, ends[:, 1], ends[:, 0])
+    score = fact_scores[facts]
+    keep = other != seed
+    other, score = other[keep], score[keep]
+    if not len(other):
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    order = np.lexsort((other, -score))  # best score first, ties by id
+    other, score = other[order], score[order]
+    _, first = np.unique(other, return_index=True)  # each neighbour at its best fact
+    first.sort()
+    nbrs, best = other[first], score[first]  # ranked by best joining fact
+    mult = np.full(len(nbrs), p.tier_pruned, dtype=np.float64)
+    mult[: p.k_edge] = similarity_tiers(best[: p.k_edge], p)
+    return nbrs, mult
+
+
+def keyfact_passages(maps: CatragMaps, g: GraphIndex, top: list[int]) -> dict[int, set[int]]:
+    """Phrase → passage nodes holding one of the query's top facts that has this phrase."""
+    out: dict[int, set[int]] = {}
+    for f in top:
+        held = set(maps.passages_of(f).tolist())
+        for e in g.fact_ends[f].tolist():
+            out.setdefault(int(e), set()).update(held)
+    return out
+
+
+def edited_columns(
+    g: GraphIndex,
+    op: Operator,
+    edges: dict[int, tuple[np.ndarray, np.ndarray]],
+    keyfact: dict[int, set[int]],
+    beta: float,
+) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Node → (targets, change of P[target, node]): each edited node's out-weights
+    rescaled (edge multipliers; key-fact passages × β with the passage total kept), then
+    normalised again, minus the static column."""
+    out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    adj = op.adjacency
+    for u in sorted(set(edges) | set(keyfact)):
+        lo, hi = adj.indptr[u], adj.indptr[u + 1]
+        targets = adj.indices[lo:hi]  # sorted
+        w = adj.data[lo:hi]
+        total = float(w.sum())
+        if total <= 0:
+            continue
+        new = w.copy()
+        if u in edges:
+            nbrs, mult = edges[u]
+            at = np.searchsorted(targets, nbrs)
+            ok = (at < len(targets)) & (targets[np.minimum(at, len(targets) - 1)] == nbrs)
+            new[at[ok]] *= mult[ok]
+        boosted = keyfact.get(u)
+        if boosted:
+            is_passage = targets >= g.n_entities
+            hit = is_passage & np.isin(targets, np.fromiter(boosted, dtype=np.int64))
+            if hit.any():
+                before = float(new[is_passage].sum())
+                new[hit] *= beta
+                after = float(new[is_passage].sum())
+                if after > 0:
+                    new[is_passage] *= before / after
+        new_total = float(new.sum())
+        col = new / new_total if new_total > 0 else np.zeros_like(new)
+        change = col - w / total
+        if len(change) and np.abs(change).max() > 1e-15:
+            out[u] = (targets.copy(), change)
+    return out
+
+
+# ---- the retriever ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Adaptation:
+    """A query's edits: node → (targets, change of its column), and how many anchors."""
+
+    columns: dict[int, tuple[np.ndarray, np.ndarray]]
+    anchors: int
+
+
+class CatragRetriever(GraphRetriever):
+    """Graph retrieval on a query-adapted graph (the module docstring); `ablate` turns
+    components off (ABLATIONS)."""
+
+    mode = "catrag"
+
+    def __init__(
+        self,
+        dataset: str,
+        encoder: Encoder | None = None,
+        cache: GraphCache = GRAPHS,
+        params: GraphParams | None = None,
+        seed_triplets: bool = True,
+        ablate: Iterable[str] = (),
+    ) -> None:
+        self.ablate = check_ablations(ablate)
+        super().__init__(dataset, encoder, cache, params, seed_triplets)
+
+    def check_params(self) -> None:
+        super().check_params()
+        check_tier_source(self.params)
+
+    def warmup(self) -> None:
+        """Load what the first query would: the graph's maps, spaCy, the entity embeddings."""
+        super().warmup()
+        g = self.cache.get(self.dataset)
+        catrag_maps(g)
+        g.operator(*self.scales)
+        if "anchoring" not in self.ablate:
+            from r2adapter.nlp.ner import query_phrases
+
+            query_phrases(["warm up"])
+            if self.params.entity_match_threshold <= 1.0:
+                entity_embeddings(g)
+
+    def scores(
+        self, qvec: np.ndarray, fact_queries: np.ndarray | None = None, query: str = ""
+    ) -> tuple[np.ndarray, GraphIndex, bool]:
+        """`query`: the text retrieved; its phrases anchor the walk (none without it)."""
+        g = self.cache.get(self.dataset)
+        p = self.params
+        seeding = seed_graph(g, qvec, p, fact_queries)
+        if not seeding.matched:
+            self.fallbacks += 1
+            return g.passage_emb @ qvec, g, False
+        t0 = time.perf_counter()
+        adapted = self.adapt(g, seeding, query)
+        op = g.operator(*self.scales)
+        columns = adapted.columns
+        t1 = time.perf_counter()
+        if columns:
+            edits = ColumnEdits.from_columns(op.transition, columns)
+            ppr, _ = ppr_edited(
+                op.transition, seeding.reset, edits, p.damping, p.ppr_tol, p.ppr_max_iter
+            )
+        else:  # every edit ablated (or none applies): the static graph
+            ppr = personalized_pagerank(
+                op.transition, seeding.reset, p.damping, p.ppr_tol, p.ppr_max_iter
+            )
+        figures = {
+            "edit_ms": (t1 - t0) * 1000,
+            "ppr_ms": (time.perf_counter() - t1) * 1000,
+            "anchors": float(adapted.anchors),
+            "edited_columns": float(len(columns)),
+        }
+        if self.observe is not None:
+            self.observe(ppr, op, figures)
+        return ppr[g.n_entities :], g, True
+
+    def adapt(self, g: GraphIndex, seeding: Seeding, query: str) -> Adaptation:
+        """The query's anchors join `seeding.reset` (in place); returns the edited columns
+        and the number of anchors."""
+        p = self.params
+        maps = catrag_maps(g)
+        weights = dict(seeding.seeds)
+        anchors = 0
+        if "anchoring" not in self.ablate and query and p.anchor_epsilon > 0:
+            from r2adapter.nlp.ner import query_phrases
+
+            phrases = query_phrases([query])[0]
+            embed = self.encoder if p.entity_match_threshold <= 1.0 else None
+            for e in anchor_entities(g, maps, phrases, p.entity_match_threshold, embed):
+                if e in weights:
+                    continue  # subordinate to the fact seeds: a seed keeps its weight
+                w = p.anchor_epsilon / max(float(g.entity_passages[e]), 1.0)
+                weights[e] = w
+                seeding.reset[e] += w
+                anchors += 1
+        op = g.operator(*self.scales)
+        edges: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        if "edges" not in self.ablate:
+            chosen = sorted(weights, key=lambda e: -weights[e])[: p.n_seed]
+            for u in chosen:
+                nbrs, mult = edge_multipliers(g, maps, u, seeding.fact_scores, p)
+                if len(nbrs):
+                    edges[u] = (nbrs, mult)
+        keyfact: dict[int, set[int]] = {}
+        if "keyfact" not in self.ablate and p.keyfact_beta != 1.0:
+            keyfact = keyfact_passages(maps, g, seeding.top)
+        return Adaptation(edited_columns(g, op, edges, keyfact, p.keyfact_beta), anchors)
