@@ -3,7 +3,7 @@
     bentoml serve serving.service:R2AService --port 3000     (or `r2a serve --port 3000`)
 
 Bodies are JSON (`application/json` only) with `query` (1–2,000 characters), `mode`
-(auto|dense|graph) and `top_k` (1–100); the types are in /docs.json. Every error is JSON
+(auto|dense|graph|catrag) and `top_k` (1–100); the types are in /docs.json. Every error is JSON
 `{"error", "field"}` (serving/errors.py): bad input 422, a missing database, champion,
 index or LLM 503 with Retry-After, overload 503/429 with Retry-After. Requests pass
 serving/middleware.py first (API key, content type, body size, validation). /healthz
