@@ -101,7 +101,7 @@ class Structure:
             vals = [r[key] for r in self.rows if key in r]
             if vals:
                 out[key] = sum(vals) / len(vals)
-        for key in ("edit_ms", "ppr_ms"):
+        for key in ("anchor_ms", "edit_ms", "ppr_ms"):
             vals = [r[key] for r in self.rows if key in r]
             if vals:
                 out[f"{key}_p50"] = percentile(vals, 50)
