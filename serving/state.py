@@ -87,6 +87,8 @@ class ServingState:
                 with self._lock:
                     self.dataset_tag = v.tags.get("dataset")
                     router.bind(self.dataset)  # the corpus its features are read from
+                self._warm(router)  # the old champion serves while the new one warms
+                with self._lock:
                     self.champion = Champion(router, version, self.kind)
                 log.info("serving %s champion v%s", self.kind, version)
             self.champion_error = ""
@@ -95,6 +97,20 @@ class ServingState:
         except Exception as e:  # registry unreachable: keep serving the model we have
             self.champion_error = f"registry error: {type(e).__name__}: {e}"
         return self.info()
+
+    def _warm(self, router: Any) -> None:
+        """One decision before the router serves: its first call exports the fine-tuned
+        encoder to ONNX (once per weights), loads the tokenizer and the corpus features, which
+        took 33 s for the first /route after a fresh `make run`. /readyz turns 200 only after
+        this, so the first client request does not pay it. A failure here (the database down)
+        is logged, not fatal: the probe reports the database itself."""
+        t0 = time.perf_counter()
+        try:
+            router.decide(["Who directed the film that won the award?"], encode=self.encoder.encode)
+        except Exception as e:
+            log.warning("router warm-up failed: %s: %s", type(e).__name__, e)
+            return
+        log.info("router warmed up in %.1f s", time.perf_counter() - t0)
 
     def _poll(self) -> None:
         while not self._stop.wait(self.poll_s):
