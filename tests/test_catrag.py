@@ -231,6 +231,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         ("k_edge: 0", "graph.k_edge"),
         ("similarity_bands: [0.5, 0.8, 0.9]", "graph.similarity_bands"),
         ("tier_high: -1", "graph.tier_high"),
+        ("entity_match: fuzzy", "graph.entity_match"),
     ],
 )
 def test_bad_graph_parameters_are_one_line(home: Path, line: str, named: str) -> None:

@@ -2,9 +2,10 @@
 HippoRAG 2's graph search with the static transition turned into a query-specific one
 before PPR. Three edits, each of which `ablate` can turn off:
 
-- **anchoring** (symbolic anchoring): the query's named entities and noun chunks (spaCy),
-  matched to phrase nodes by normalised exact name, else by the nearest entity embedding
-  at cosine ≥ `entity_match_threshold`, join the reset vector with the weak weight ε
+- **anchoring** (symbolic anchoring): the query's named entities and noun chunks (spaCy,
+  parsed beside the fact search), matched to phrase nodes by normalised exact name (with
+  `entity_match: embedding`, else by the nearest entity embedding at cosine ≥
+  `entity_match_threshold`), join the reset vector with the weak weight ε
   (`anchor_epsilon`) ÷ the passages holding them, as fact seeds are divided; a phrase that
   is already a seed keeps its seed weight.
 - **edges** (query-aware dynamic edge weighting): for the top `n_seed` seeds (fact seeds
@@ -28,8 +29,10 @@ tolerance.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -153,8 +156,8 @@ def anchor_entities(
     threshold: float,
     embed: Encoder | None,
 ) -> list[int]:
-    """Phrase nodes named by the query's phrases: normalised exact match, else (threshold
-    ≤ 1) the nearest entity by embedding at cosine ≥ threshold."""
+    """Phrase nodes named by the query's phrases: normalised exact match, else (with an
+    encoder to `embed` them) the nearest entity by embedding at cosine ≥ threshold."""
     found: list[int] = []
     unmatched: list[str] = []
     for phrase in phrases:
@@ -166,7 +169,7 @@ def anchor_entities(
             found.append(e)
         else:
             unmatched.append(key)
-    if unmatched and threshold <= 1.0 and embed is not None and g.n_entities:
+    if unmatched and embed is not None and g.n_entities:
         emb = entity_embeddings(g)
         sims = embed.encode(unmatched) @ emb.T
         best = sims.argmax(axis=1)
@@ -264,6 +267,19 @@ def edited_columns(
 
 # ---- the retriever ------------------------------------------------------------------------
 
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    """Where a query's spaCy parse runs, beside its fact search (both release the GIL in
+    their numeric kernels)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="catrag-ner")
+        return _POOL
+
 
 @dataclass(frozen=True)
 class Adaptation:
@@ -306,7 +322,7 @@ class CatragRetriever(GraphRetriever):
             from r2adapter.nlp.ner import query_phrases
 
             query_phrases(["warm up"])
-            if self.params.entity_match_threshold <= 1.0:
+            if self.params.entity_match == "embedding":
                 entity_embeddings(g)
 
     def scores(
@@ -315,12 +331,15 @@ class CatragRetriever(GraphRetriever):
         """`query`: the text retrieved; its phrases anchor the walk (none without it)."""
         g = self.cache.get(self.dataset)
         p = self.params
+        found: Future[list[int]] | None = None
+        if self.anchoring and query:  # spaCy and the entity match run beside the fact search
+            found = _pool().submit(self.anchor_candidates, g, query)
         seeding = seed_graph(g, qvec, p, fact_queries)
         if not seeding.matched:
             self.fallbacks += 1
             return g.passage_emb @ qvec, g, False
         t0 = time.perf_counter()
-        adapted = self.adapt(g, seeding, query)
+        adapted = self.adapt(g, seeding, found)
         op = g.operator(*self.scales)
         columns = adapted.columns
         t1 = time.perf_counter()
@@ -344,20 +363,36 @@ class CatragRetriever(GraphRetriever):
             self.observe(ppr, op, figures)
         return ppr[g.n_entities :], g, True
 
-    def adapt(self, g: GraphIndex, seeding: Seeding, query: str) -> Adaptation:
-        """The query's anchors join `seeding.reset` (in place); returns the edited columns
-        and the number of anchors."""
+    @property
+    def anchoring(self) -> bool:
+        return "anchoring" not in self.ablate and self.params.anchor_epsilon > 0
+
+    def anchor_candidates(self, g: GraphIndex, query: str) -> list[int]:
+        """The phrase nodes the query's spaCy entities and noun chunks name."""
+        from r2adapter.nlp.ner import query_phrases
+
+        p = self.params
+        phrases = query_phrases([query])[0]
+        embed = self.encoder if p.entity_match == "embedding" else None
+        return anchor_entities(g, catrag_maps(g), phrases, p.entity_match_threshold, embed)
+
+    def adapt(
+        self,
+        g: GraphIndex,
+        seeding: Seeding,
+        found: Future[list[int]] | list[int] | None,
+    ) -> Adaptation:
+        """The query's anchors (`found`: `anchor_candidates`, or its future) join
+        `seeding.reset` (in place); returns the edited columns and the number of anchors."""
         p = self.params
         maps = catrag_maps(g)
         weights = dict(seeding.seeds)
         anchors = 0
-        t0 = time.perf_counter()
-        if "anchoring" not in self.ablate and query and p.anchor_epsilon > 0:
-            from r2adapter.nlp.ner import query_phrases
-
-            phrases = query_phrases([query])[0]
-            embed = self.encoder if p.entity_match_threshold <= 1.0 else None
-            for e in anchor_entities(g, maps, phrases, p.entity_match_threshold, embed):
+        t0 = time.perf_counter()  # what anchoring adds: the wait for spaCy and the match
+        if isinstance(found, Future):
+            found = found.result()
+        if self.anchoring and found:
+            for e in found:
                 if e in weights:
                     continue  # subordinate to the fact seeds: a seed keeps its weight
                 w = p.anchor_epsilon / max(float(g.entity_passages[e]), 1.0)
