@@ -146,10 +146,18 @@ class ServingState:
 
         with self._lock:
             # a DatabaseError goes up as is: the service answers 503 without its address
-            r = {mode: make_retriever(mode, self.dataset, self.encoder) for mode in STRATEGIES}
-            dense, graph = r.pop("dense"), r.pop("graph")
+            dense = make_retriever("dense", self.dataset, self.encoder)
+            graph = make_retriever("graph", self.dataset, self.encoder)
+            others = {}
+            for mode in STRATEGIES:
+                if mode in ("dense", "graph"):
+                    continue
+                try:  # a strategy its parameters rule out (not built yet) serves no request
+                    others[mode] = make_retriever(mode, self.dataset, self.encoder)
+                except R2AError as e:
+                    log.warning("retrieval mode %s unavailable: %s", mode, e)
             self._adapter = R2Adapter(  # τ and ε: the router's own decision
-                c.router, dense, graph, self.encoder, self.rewriter(), self.answerer(), r
+                c.router, dense, graph, self.encoder, self.rewriter(), self.answerer(), others
             )
             self._adapter_key = key
         return self._adapter

@@ -57,7 +57,7 @@ def test_route(service: dict[str, str]) -> None:
     )
 
 
-@pytest.mark.parametrize("mode", ["dense", "graph", "auto"])
+@pytest.mark.parametrize("mode", ["dense", "graph", "catrag", "auto"])
 def test_retrieve_modes(service: dict[str, str], mode: str) -> None:
     r = post(service, "/retrieve", {"query": QUESTION, "mode": mode, "top_k": 3})
     assert r.status_code == 200, r.text
