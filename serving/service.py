@@ -72,19 +72,28 @@ GRAPH_USAGE = bentoml.metrics.Gauge(
 class RouteBatcher:
     """Adaptive batching for /route, in process: queries that arrive while a batch is being
     scored are scored together in the next one (at most `max_batch`), so the batch size
-    follows the load and a lone request never waits on a timer."""
+    follows the load and a lone request never waits on a timer. Up to `parallel` batches run
+    at once (one a core: each model session runs on R2A_MODEL_THREADS threads, 1 by
+    default, so one batch at a time would leave the other cores idle)."""
 
-    def __init__(self, score: Callable[[list[str]], list[t.Any]], max_batch: int = 32) -> None:
+    def __init__(
+        self,
+        score: Callable[[list[str]], list[t.Any]],
+        max_batch: int = 32,
+        parallel: int | None = None,
+    ) -> None:
         self.score = score
         self.max_batch = max_batch
+        self.parallel = parallel or max(1, len(os.sched_getaffinity(0)))
         self._pending: list[tuple[str, asyncio.Future[t.Any]]] = []
-        self._task: asyncio.Task[None] | None = None
+        self._running = 0
 
     async def __call__(self, query: str) -> t.Any:
         fut: asyncio.Future[t.Any] = asyncio.get_running_loop().create_future()
         self._pending.append((query, fut))
-        if self._task is None:
-            self._task = asyncio.create_task(self._drain())
+        if self._running < self.parallel:
+            self._running += 1
+            asyncio.create_task(self._drain())
         return await fut
 
     async def _drain(self) -> None:
@@ -103,7 +112,21 @@ class RouteBatcher:
                     if not f.done():
                         f.set_result(r)
         finally:
-            self._task = None
+            self._running -= 1
+
+
+def limit_model_threads() -> int:
+    """R2A_MODEL_THREADS (default 1) threads per model call: torch's intra-op pool (which the
+    ONNX sessions created after this take as theirs) and BLAS. Requests run side by side on
+    the service's threads, so a pool per call only makes them fight over the cores: on 2
+    cores under 8 clients one thread each doubled /route's throughput (bench_load.py)."""
+    n = max(1, int(os.environ.get("R2A_MODEL_THREADS", "1")))
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    torch.set_num_threads(n)
+    threadpool_limits(n, user_api="blas")
+    return n
 
 
 def error_for(e: BaseException) -> JSONResponse:
@@ -166,6 +189,7 @@ def answers_errors(f: F) -> F:
 )
 class R2AService:
     def __init__(self) -> None:
+        self.model_threads = limit_model_threads()  # before the models load
         self.state = ServingState()
         self._auto = 0
         self._auto_graph = 0
