@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -435,6 +437,33 @@ def test_server_killed_mid_run_gives_fallbacks_and_errors(
         with pytest.raises(LLMError) as e:
             call()
         assert "unreachable after 2 attempts" in one_line(e.value)
+
+
+# ---- the benchmark, in a small form --------------------------------------------------------
+
+
+def test_benchmark_runs_against_the_server(tmp_path: Path) -> None:
+    out = tmp_path / "llm_server.json"
+    args = ["--runtimes", "server", "--questions", "2", "--passages", "0", "--budgets", "30"]
+    r = subprocess.run(
+        [sys.executable, "benchmarks/bench_llm_server.py", *args, "--out", str(out)],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    data = json.loads(out.read_text())
+    assert data["benchmark"] == "llm_server" and data["config"]["questions"] == 2
+    [row] = data["runtimes"]
+    assert row["runtime"] == "server" and row["probe"]["tokens_per_s"] > 0
+    paths = {p["path"]: p for p in row["paths"]}
+    assert set(paths) == {"rewrite@30s", "router", "answer"}
+    rewrite = paths["rewrite@30s"]
+    assert rewrite["llm_calls"] == 2 and rewrite["completion_tokens"] > 0
+    assert rewrite["rewritten"] + sum(rewrite["fallbacks_by_reason"].values()) == 2
+    assert paths["router"]["operations"] == 2 and paths["answer"]["call_latency"]["n"] == 2
 
 
 # ---- /answer through the BentoML service, the LLM being the real server ---------------------
