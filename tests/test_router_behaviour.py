@@ -18,7 +18,8 @@ import pytest
 
 from r2adapter.label.annotate import LabelRecord
 
-pytestmark = pytest.mark.unit
+# trains a small router once (~10 s): the slow tier, not `make test-fast`
+pytestmark = [pytest.mark.unit, pytest.mark.slow]
 
 PEOPLE = [
     "Ingrid Bergman",

@@ -15,6 +15,7 @@ from r2adapter.data.validate import validate
 pytestmark = pytest.mark.unit  # no Postgres, no server
 
 
+@pytest.mark.slow  # reads and checks all 6,119 passages (~4 s)
 def test_shipped_2wiki_passes_and_counts_complete_gold() -> None:
     report = validate(load_dataset("2wikimultihopqa"))
     assert report.success, [c.line() for c in report.checks if not c.success]
