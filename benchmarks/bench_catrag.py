@@ -50,6 +50,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], tuple[str, ...]]] = {
     "catrag_no_anchoring": ("catrag", {}, ("anchoring",)),
     "catrag_no_edges": ("catrag", {}, ("edges",)),
     "catrag_no_keyfact": ("catrag", {}, ("keyfact",)),
+    "catrag_anchoring_only": ("catrag", {}, ("edges", "keyfact")),
 }
 QUICK_VARIANTS = ("graph", "catrag")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -204,6 +205,7 @@ class GraphRetriever(Retriever):
         if not matched:
             self.fallbacks += 1
             return g.passage_emb @ qvec, g, False
+        t0 = time.perf_counter()
         ppr = personalized_pagerank(
             g.transition_for(*self.scales),
             reset,
@@ -212,7 +214,8 @@ class GraphRetriever(Retriever):
             self.params.ppr_max_iter,
         )
         if self.observe is not None:
-            self.observe(ppr, g.operator(*self.scales), {})
+            ms = (time.perf_counter() - t0) * 1000
+            self.observe(ppr, g.operator(*self.scales), {"ppr_ms": ms})
         return ppr[g.n_entities :], g, True
 
     def retrieve(self, query: str, k: int = 5, qvec: np.ndarray | None = None) -> list[Hit]:
