@@ -124,7 +124,7 @@ class Hardening:
             await self._reject(error_response(413, msg), endpoint, scope, receive, send)
             return
         try:
-            data = json.loads(body) if body.strip() else {}
+            data = json.loads(body)  # an empty body is malformed too: the schema requires one
             clean = validate_body(endpoint, data)
         except ValueError as e:  # json's decode errors are ValueErrors
             resp = error_response(422, f"malformed JSON: {e}", "body")
