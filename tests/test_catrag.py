@@ -232,6 +232,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         ("similarity_bands: [0.5, 0.8, 0.9]", "graph.similarity_bands"),
         ("tier_high: -1", "graph.tier_high"),
         ("entity_match: fuzzy", "graph.entity_match"),
+        ("catrag_ablate: [hubs]", "graph.catrag_ablate"),
     ],
 )
 def test_bad_graph_parameters_are_one_line(home: Path, line: str, named: str) -> None:

@@ -168,8 +168,8 @@ def evaluate_retrieval(
         if graph_like:
             m["fallbacks"] = retriever.fallbacks  # type: ignore[attr-defined]
             m.update(structure.summary())
-        if mode == "catrag":
-            m["ablate"] = list(ablations)
+        if mode == "catrag":  # graph.catrag_ablate and --ablate
+            m["ablate"] = list(retriever.ablate)  # type: ignore[attr-defined]
         out[mode] = m
     return {
         "dataset": dataset,

@@ -305,8 +305,10 @@ class CatragRetriever(GraphRetriever):
         seed_triplets: bool = True,
         ablate: Iterable[str] = (),
     ) -> None:
-        self.ablate = check_ablations(ablate)
+        ablate = check_ablations(ablate)
         super().__init__(dataset, encoder, cache, params, seed_triplets)
+        # graph.catrag_ablate, then the caller's
+        self.ablate = check_ablations((*self.params.catrag_ablate, *ablate))
 
     def check_params(self) -> None:
         super().check_params()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from r2adapter.config import CATRAG_PARTS
 from r2adapter.errors import R2AError
 
 if TYPE_CHECKING:
@@ -22,8 +23,8 @@ STRATEGIES: dict[str, str] = {
 }
 # strategies that walk the graph (they read a rewrite's triplets and report PPR structure)
 GRAPH_STRATEGIES = ("graph", "catrag")
-# catrag's components, each of which `--ablate` can turn off (retrieve/catrag.py)
-ABLATIONS = ("anchoring", "edges", "keyfact")
+# catrag's components, each of which `--ablate` (or graph.catrag_ablate) turns off
+ABLATIONS = CATRAG_PARTS
 
 
 def check_strategy(mode: str) -> str:
