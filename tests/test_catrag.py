@@ -175,6 +175,14 @@ def test_edge_tiers_prune_and_keyfact_keep_the_passage_total() -> None:
 
 
 @pytest.mark.unit
+def test_an_index_without_fact_passages_names_the_index_to_rebuild() -> None:
+    g, _, _ = _tiny_graph()
+    with pytest.raises(R2AError) as e:
+        build_maps(g, [])  # type: ignore[arg-type]
+    assert "\n" not in str(e.value) and "rebuild it with `r2a index --dataset tiny`" in str(e.value)
+
+
+@pytest.mark.unit
 def test_seed_weighting_released_and_averaged() -> None:
     """Phrase 0 is in both top facts (scores 1 and .5), passages per phrase 2, 1, 1."""
     g = SimpleNamespace(
