@@ -1,6 +1,6 @@
-"""evaluate: the reports of `r2a evaluate retrieval` (dense vs graph: Recall@2/5, FCR@5,
-latency) and `r2a evaluate routing` (baselines, oracle and the registered champions on the
-test split), as Kubeflow metrics plus the full JSON reports."""
+"""evaluate: the reports of `r2a evaluate retrieval` (dense, graph and catrag: Recall@2/5,
+FCR@2/5, hub mass, latency) and `r2a evaluate routing` (baselines, oracle and the
+registered champions on the test split), as Kubeflow metrics plus the full JSON reports."""
 
 from kfp.dsl import Artifact, Metrics, Output
 
