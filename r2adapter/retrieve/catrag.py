@@ -22,8 +22,9 @@ before PPR. Three edits, each of which `ablate` can turn off:
 The edits touch only the edited nodes' out-transitions, i.e. their columns of the
 column-stochastic transition (as the released code edits the out-edges of seeds in a
 directed igraph): the graph is not rebuilt per query. The edited operator is no longer
-symmetric, so PPR runs by power iteration on it (`ppr.ppr_edited`) instead of the
-Chebyshev solver. With every edit ablated catrag is graph retrieval, to the solver's
+symmetric, so PPR runs on it by `ppr.ppr_edited` (Chebyshev semi-iteration, which still
+converges for any column-stochastic operator, with a power-iteration fallback; checked
+against igraph's prpack). With every edit ablated catrag is graph retrieval, to the solver's
 tolerance.
 """
 
