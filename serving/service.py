@@ -87,13 +87,16 @@ class RouteBatcher:
         self.parallel = parallel or max(1, len(os.sched_getaffinity(0)))
         self._pending: list[tuple[str, asyncio.Future[t.Any]]] = []
         self._running = 0
+        self._tasks: set[asyncio.Task[None]] = set()  # held: the loop keeps only weak refs
 
     async def __call__(self, query: str) -> t.Any:
         fut: asyncio.Future[t.Any] = asyncio.get_running_loop().create_future()
         self._pending.append((query, fut))
         if self._running < self.parallel:
             self._running += 1
-            asyncio.create_task(self._drain())
+            task = asyncio.create_task(self._drain())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
         return await fut
 
     async def _drain(self) -> None:
