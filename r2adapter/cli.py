@@ -152,14 +152,19 @@ def _evaluate_retrieval(args: argparse.Namespace) -> int:
 
     modes, ablate = args.mode or None, args.ablate or ()
     if args.rewrite == "none":
-        figures = steps.evaluate_retrieval(args.dataset, modes, ablate)
+        figures = steps.evaluate_retrieval(args.dataset, modes, ablate, args.ppr)
     else:  # graph retrieval on the rewritten query (issue 15)
         from r2adapter.data.adapters import dataset_name
         from r2adapter.evaluate.retrieval import evaluate_retrieval
 
         seed = not args.no_seed_triplets
         figures = evaluate_retrieval(
-            dataset_name(args.dataset), args.rewrite, seed, modes=modes, ablate=ablate
+            dataset_name(args.dataset),
+            args.rewrite,
+            seed,
+            modes=modes,
+            ablate=ablate,
+            ppr=args.ppr,
         )
     report = RetrievalReport(figures).to_report()
     if _emit(args, report):
@@ -471,6 +476,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-seed-triplets",
         action="store_true",
         help="q' alone: its triplets do not seed the graph search as fact queries of their own",
+    )
+    er.add_argument(
+        "--ppr",
+        choices=["local", "exact"],
+        default=None,
+        help="force the PPR solver of graph strategies (default: graph.ppr_solver in params.yaml)",
     )
     er.set_defaults(func=_evaluate_retrieval)
     eo = esub.add_parser("routing", help="routers side by side on a labelled split")

@@ -53,13 +53,17 @@ def retrieve(dataset: str, question: str, mode: str = "dense", k: int = 5) -> li
 
 
 def evaluate_retrieval(
-    dataset: str, modes: Sequence[str] | None = None, ablate: Sequence[str] = ()
+    dataset: str,
+    modes: Sequence[str] | None = None,
+    ablate: Sequence[str] = (),
+    ppr: str | None = None,
 ) -> dict[str, object]:
     """Every strategy (or `modes`) on the dataset's complete-gold queries; `ablate` turns
-    catrag components off (r2adapter/retrieve/catrag.py ABLATIONS)."""
+    catrag components off (r2adapter/retrieve/catrag.py ABLATIONS); `ppr` (local | exact)
+    forces the graph strategies' PPR solver (else graph.ppr_solver)."""
     from r2adapter.evaluate.retrieval import evaluate_retrieval as _evaluate
 
-    return _evaluate(dataset_name(dataset), modes=modes, ablate=ablate)
+    return _evaluate(dataset_name(dataset), modes=modes, ablate=ablate, ppr=ppr)
 
 
 def label(dataset: str, rule: str | None = None) -> LabelResult:

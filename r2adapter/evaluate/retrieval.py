@@ -8,11 +8,12 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tqdm import tqdm
 
+from r2adapter.config import graph_params
 from r2adapter.data.schema import Query
 from r2adapter.errors import R2AError
 from r2adapter.evaluate.metrics import full_chain, percentile, recall_at_k
@@ -115,11 +116,16 @@ def evaluate_retrieval(
     seed_triplets: bool = True,
     modes: Sequence[str] | None = None,
     ablate: Sequence[str] = (),
+    ppr: str | None = None,
 ) -> dict[str, object]:
     """`rewrite`: none, or the rewriter backend whose q′ the graph strategies run on (dense
     keeps the query: Algorithm 1 rewrites for the graph); `seed_triplets`: q′'s triplets
     also seed PPR (GraphRetriever's option); `modes`: a subset of the strategies (all when
-    None); `ablate`: catrag components turned off (catrag.ABLATIONS)."""
+    None); `ablate`: catrag components turned off (catrag.ABLATIONS); `ppr`: local or
+    exact forces the graph strategies' PPR solver (None: graph.ppr_solver)."""
+    if ppr not in (None, "local", "exact"):
+        raise R2AError(f"ppr must be local or exact, not {ppr!r}")
+    params = replace(graph_params(), ppr_solver=ppr) if ppr else None
     from r2adapter.retrieve.catrag import check_ablations
 
     if rewrite not in REWRITE_CHOICES:
@@ -149,6 +155,8 @@ def evaluate_retrieval(
     for mode in chosen:
         graph_like = mode in GRAPH_STRATEGIES
         options: dict[str, Any] = {"seed_triplets": seed_triplets} if graph_like else {}
+        if graph_like and params is not None:
+            options["params"] = params
         if mode == "catrag":
             options["ablate"] = ablations
         retriever = make_retriever(mode, dataset, **options)
@@ -171,9 +179,11 @@ def evaluate_retrieval(
         if mode == "catrag":  # graph.catrag_ablate and --ablate
             m["ablate"] = list(retriever.ablate)  # type: ignore[attr-defined]
         out[mode] = m
+    p = params or graph_params()
     return {
         "dataset": dataset,
         "n_queries": len(queries),
+        "ppr": {"solver": p.ppr_solver, "r_max": p.ppr_r_max},
         "openie": version.openie,
         "index_version": version.id,
         "modes": out,

@@ -24,8 +24,9 @@ column-stochastic transition (as the released code edits the out-edges of seeds 
 directed igraph): the graph is not rebuilt per query. The edited operator is no longer
 symmetric, so PPR runs on it by `ppr.ppr_edited` (Chebyshev semi-iteration, which still
 converges for any column-stochastic operator, with a power-iteration fallback; checked
-against igraph's prpack). With every edit ablated catrag is graph retrieval, to the solver's
-tolerance.
+against igraph's prpack), or, with the local solver (graph.ppr_solver), by forward push
+along the edited columns (`ppr.ppr_local`). With every edit ablated catrag is graph
+retrieval, to the solver's tolerance.
 """
 
 from __future__ import annotations
@@ -42,9 +43,9 @@ from r2adapter.config import GraphParams
 from r2adapter.errors import R2AError
 from r2adapter.index.encoder import Encoder
 from r2adapter.index.openie import normalize_phrase
-from r2adapter.retrieve.graph import GraphRetriever, Seeding, seed_graph
+from r2adapter.retrieve.graph import GraphRetriever, Seeding, run_ppr, seed_graph
 from r2adapter.retrieve.graph_index import GRAPHS, GraphCache, GraphIndex, Operator
-from r2adapter.retrieve.ppr import ColumnEdits, personalized_pagerank, ppr_edited
+from r2adapter.retrieve.ppr import ColumnEdits
 from r2adapter.retrieve.strategies import ABLATIONS
 
 
@@ -346,15 +347,9 @@ class CatragRetriever(GraphRetriever):
         op = g.operator(*self.scales)
         columns = adapted.columns
         t1 = time.perf_counter()
-        if columns:
-            edits = ColumnEdits.from_columns(op.transition, columns)
-            ppr, _ = ppr_edited(
-                op.transition, seeding.reset, edits, p.damping, p.ppr_tol, p.ppr_max_iter
-            )
-        else:  # every edit ablated (or none applies): the static graph
-            ppr = personalized_pagerank(
-                op.transition, seeding.reset, p.damping, p.ppr_tol, p.ppr_max_iter
-            )
+        # every edit ablated (or none applies): the static graph
+        edits = ColumnEdits.from_columns(op.transition, columns) if columns else None
+        ppr = run_ppr(op.transition, seeding.reset, p, edits)
         figures = {
             "anchor_ms": adapted.anchor_ms,
             "edit_ms": (t1 - t0) * 1000 - adapted.anchor_ms,

@@ -15,7 +15,13 @@ from r2adapter.index.encoder import Encoder, get_encoder
 from r2adapter.retrieve.base import Hit, Retriever, check_query
 from r2adapter.retrieve.dense import check_encoder
 from r2adapter.retrieve.graph_index import GRAPHS, GraphCache, GraphIndex, Operator
-from r2adapter.retrieve.ppr import personalized_pagerank
+from r2adapter.retrieve.ppr import (
+    ColumnEdits,
+    Transition,
+    personalized_pagerank,
+    ppr_edited,
+    ppr_local,
+)
 from r2adapter.store.graph_store import passages_by_id
 
 
@@ -44,8 +50,7 @@ def seed_graph(
 ) -> Seeding:
     """HippoRAG 2's seeding (`reset_vector`), keeping what CatRAG reads besides the reset."""
     reset = np.zeros(g.n_nodes, dtype=np.float64)
-    dense = minmax(g.passage_emb @ qvec)
-    reset[g.n_entities :] = dense * p.passage_node_weight
+    seed_passages(reset, g, qvec, p)
     if len(g.fact_emb) == 0:
         return Seeding(reset, False, np.zeros(0), [], {})
     vecs = [qvec] if fact_queries is None else [qvec, *fact_queries]
@@ -63,6 +68,38 @@ def seed_graph(
     assert best is not None
     matched = bool(weight) and sum(weight.values()) > 0
     return Seeding(reset, matched, best, top_all, weight)
+
+
+def seed_passages(reset: np.ndarray, g: GraphIndex, qvec: np.ndarray, p: GraphParams) -> None:
+    """Every passage's min-max normalised dense score × passage_node_weight into `reset`
+    (HippoRAG 2), or with `passage_seed_top_n` N > 0 only the top N passages', normalised
+    over those N (what an approximate nearest-neighbour search returns: the work of seeding
+    then does not grow with the corpus)."""
+    scores = g.passage_emb @ qvec
+    n = p.passage_seed_top_n
+    if 0 < n < len(scores):
+        top = np.argpartition(-scores, n - 1)[:n]
+        reset[g.n_entities + top] = minmax(scores[top]) * p.passage_node_weight
+    else:
+        reset[g.n_entities :] = minmax(scores) * p.passage_node_weight
+
+
+def ppr_solver(p: GraphParams, n_nodes: int) -> str:
+    """`local` or `exact`: graph.ppr_solver, `auto` by the graph's size."""
+    if p.ppr_solver != "auto":
+        return p.ppr_solver
+    return "local" if n_nodes > p.ppr_local_above_nodes else "exact"
+
+
+def run_ppr(
+    t: Transition, reset: np.ndarray, p: GraphParams, edits: ColumnEdits | None = None
+) -> np.ndarray:
+    """PPR over the transition (or the edited operator, `edits`) by the configured solver."""
+    if ppr_solver(p, t.n) == "local":
+        return ppr_local(t, reset, p.damping, p.ppr_r_max, edits)
+    if edits is not None:
+        return ppr_edited(t, reset, edits, p.damping, p.ppr_tol, p.ppr_max_iter)[0]
+    return personalized_pagerank(t, reset, p.damping, p.ppr_tol, p.ppr_max_iter)
 
 
 def reset_vector(
@@ -206,13 +243,7 @@ class GraphRetriever(Retriever):
             self.fallbacks += 1
             return g.passage_emb @ qvec, g, False
         t0 = time.perf_counter()
-        ppr = personalized_pagerank(
-            g.transition_for(*self.scales),
-            reset,
-            self.params.damping,
-            self.params.ppr_tol,
-            self.params.ppr_max_iter,
-        )
+        ppr = run_ppr(g.transition_for(*self.scales), reset, self.params)
         if self.observe is not None:
             ms = (time.perf_counter() - t0) * 1000
             self.observe(ppr, g.operator(*self.scales), {"ppr_ms": ms})

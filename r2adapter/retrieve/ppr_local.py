@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-R_MAX_RANGE = (1e-12, 1e-1)
+from r2adapter.config import PPR_R_MAX_RANGE as R_MAX_RANGE
 
 
 @dataclass(frozen=True)
@@ -63,12 +63,24 @@ class ForwardPush:
         self.n = int(matrix.shape[0])
         self._local = threading.local()
 
-    def _workspace(self) -> tuple[np.ndarray, np.ndarray]:
+    def _workspace(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         ws = getattr(self._local, "ws", None)
         if ws is None:
-            ws = (np.zeros(self.n, dtype=np.float64), np.zeros(self.n, dtype=np.float64))
+            ws = (
+                np.zeros(self.n, dtype=np.float64),
+                np.zeros(self.n, dtype=np.float64),
+                np.zeros(self.n, dtype=np.int64),
+            )
             self._local.ws = ws
         return ws
+
+    @staticmethod
+    def _distinct(ids: np.ndarray, slot: np.ndarray) -> np.ndarray:
+        """The distinct values of `ids` (unordered) in O(len(ids)), no sort: each value's
+        last position wins its `slot`, and that position keeps it. `slot` is scratch."""
+        at = np.arange(len(ids), dtype=np.int64)
+        slot[ids] = at
+        return ids[slot[ids] == at]
 
     def solve(
         self,
@@ -77,8 +89,14 @@ class ForwardPush:
         damping: float = 0.5,
         r_max: float = 1e-6,
         max_pushes: int = 10_000_000,
+        replace: dict[int, tuple[np.ndarray, np.ndarray]] | None = None,
     ) -> LocalPPRResult:
-        """PPR from a sparse reset vector (`seeds` in the caller's numbering, `mass` ≥ 0)."""
+        """PPR from a sparse reset vector (`seeds` in the caller's numbering, `mass` ≥ 0).
+
+        `replace`: edited columns of the transition (CatRAG's query-adapted operator P′),
+        position → (target positions, the column's new values), both in the permuted order;
+        an edited node pushes along its new column instead of its stored one. The invariant
+        and the bound hold for P′ as for P (an empty new column is a dangling node)."""
         if not 0.0 < damping < 1.0:
             raise ValueError("damping must be in (0, 1)")
         if not R_MAX_RANGE[0] <= r_max <= R_MAX_RANGE[1]:
@@ -91,13 +109,14 @@ class ForwardPush:
         if total <= 0:
             raise ValueError("reset vector has no mass")
         alpha = 1.0 - damping
-        p, r = self._workspace()
+        p, r, slot = self._workspace()
         start = self.inv[seeds]
         np.add.at(r, start, mass / total)
-        touched = [np.unique(start)]
+        touched = [self._distinct(start, slot)]
         frontier = touched[0][r[touched[0]] > r_max * self.degree[touched[0]]]
         pushes = 0
         indptr, indices, data = self.out.indptr, self.out.indices, self.out.data
+        edited = np.array(sorted(replace), dtype=np.int64) if replace else None
         try:
             while frontier.size and pushes < max_pushes:
                 pushes += int(frontier.size)
@@ -105,18 +124,28 @@ class ForwardPush:
                 r[frontier] = 0.0
                 p[frontier] += alpha * rf
                 lo, hi = indptr[frontier], indptr[frontier + 1]
+                spread: list[np.ndarray] = []
+                if edited is not None:  # edited nodes push along their new column
+                    is_ed = np.isin(frontier, edited)
+                    for u, ru in zip(frontier[is_ed].tolist(), rf[is_ed].tolist(), strict=True):
+                        targets, values = replace[u]  # type: ignore[index]
+                        np.add.at(r, targets, damping * ru * values)
+                        spread.append(targets)
+                    hi = np.where(is_ed, lo, hi)
                 counts = hi - lo
-                if not counts.sum():
+                if counts.sum():
+                    # the rows of the frontier, gathered without building a sub-matrix
+                    offsets = np.repeat(lo - np.cumsum(counts) + counts, counts)
+                    pos = np.arange(int(counts.sum()), dtype=np.int64) + offsets
+                    cols = indices[pos]
+                    np.add.at(r, cols, damping * np.repeat(rf, counts) * data[pos])
+                    spread.append(cols)
+                if not spread:
                     break
-                # the rows of the frontier, gathered without building a sub-matrix
-                offsets = np.repeat(lo - np.cumsum(counts) + counts, counts)
-                pos = np.arange(int(counts.sum()), dtype=np.int64) + offsets
-                cols = indices[pos]
-                np.add.at(r, cols, damping * np.repeat(rf, counts) * data[pos])
-                cand = np.unique(cols)
+                cand = self._distinct(np.concatenate(spread), slot)
                 touched.append(cand)
                 frontier = cand[r[cand] > r_max * self.degree[cand]]
-            nodes = np.unique(np.concatenate(touched))
+            nodes = self._distinct(np.concatenate(touched), slot)
             values = p[nodes].copy()
             residual = float(r[nodes].sum())
         finally:
