@@ -388,6 +388,68 @@ class RouterParams:
         _need(self.max_length >= 1, f"router.max_length must be ≥ 1, not {self.max_length}")
 
 
+KWAY_FEATURES = ("query_embedding", "title_cover", "dense_scores")  # r2adapter/kway/features.py
+
+
+@dataclass(frozen=True)
+class KwayParams:
+    """The cost-aware router over every strategy (params.yaml `kway:`): the strategy table
+    (`<retriever>@<k>`, retriever one of r2a retrieve's modes or `fusion`, dense ∪ graph
+    reciprocal-rank fused), its labels, its heads and its cascade."""
+
+    strategies: tuple[str, ...] = (
+        "dense@2", "dense@3", "dense@5", "dense@8",
+        "graph@2", "graph@3", "graph@5", "graph@8",
+        "fusion@3", "fusion@5", "fusion@8",
+        "catrag@3", "catrag@5", "catrag@8",
+    )  # fmt: skip
+    depth: int = 20  # ranking depth labelled per retriever (every k is a prefix)
+    rrf_k: int = 60  # reciprocal-rank fusion constant (Cormack et al. 2009)
+    features: tuple[str, ...] = KWAY_FEATURES  # what the heads read (kway/features.py)
+    # cost budget in [0, 1]: mean ms ≤ cheapest + budget × (costliest − cheapest) strategy's
+    budget: float = 0.6
+    max_passages: float = 5.0  # mean passages handed to the reader, at most
+    confidence: float = 0.75  # γ (ADR): the thresholds' start; no head over its threshold
+    # → the best single strategy, not the cheapest (conservative fallback)
+    gamma: float = 2.0  # focal BCE focusing (R²Adapter eq. 2), averaged over heads
+    alpha: float = 0.5  # positives weigh as much as negatives
+    lr: float = 1e-2
+    weight_decay: float = 1e-2
+    epochs: int = 300  # full-batch Adam steps
+    eval_every: int = 25  # the periodic threshold search (Algorithm 2) every this many steps
+    tau_min: float = 0.05
+    tau_max: float = 0.95
+    tau_step: float = 0.05
+    search_rounds: int = 3  # coordinate-ascent passes over the strategies' thresholds
+    shared_threshold: bool = False  # one τ for every head instead of one per strategy
+    seed: int = 13
+
+    def check(self) -> None:
+        _need(bool(self.strategies), "kway.strategies must list at least one strategy")
+        for s in self.strategies:
+            name, sep, k = s.partition("@")
+            _need(
+                bool(sep) and bool(name) and k.isdigit() and int(k) >= 1,
+                f"kway.strategies: {s!r} is not <retriever>@<k> with k ≥ 1",
+            )
+            _need(int(k) <= self.depth, f"kway.strategies: {s!r} exceeds kway.depth {self.depth}")
+        _need(len(set(self.strategies)) == len(self.strategies), "kway.strategies repeat")
+        unknown = [f for f in self.features if f not in KWAY_FEATURES]
+        _need(not unknown, f"kway.features: unknown {unknown}: known are {list(KWAY_FEATURES)}")
+        for name in ("budget", "confidence", "alpha"):
+            v = getattr(self, name)
+            _need(0.0 <= v <= 1.0, f"kway.{name} must be in [0, 1], not {v}")
+        _need(self.max_passages >= 1, f"kway.max_passages must be ≥ 1, not {self.max_passages}")
+        _need(
+            0 < self.tau_step and 0.0 <= self.tau_min <= self.tau_max <= 1.0,
+            "kway: the τ grid needs 0 ≤ tau_min ≤ tau_max ≤ 1 and tau_step > 0",
+        )
+        for name in ("depth", "rrf_k", "epochs", "eval_every", "search_rounds"):
+            v = getattr(self, name)
+            _need(v >= 1, f"kway.{name} must be ≥ 1, not {v}")
+        _need(self.gamma >= 0 and self.weight_decay >= 0 and self.lr > 0, "kway: bad optimiser")
+
+
 # ---- the one loader of params.yaml ---------------------------------------------------------
 
 # params.yaml's sections and the dataclass each is read into; `router_<backbone>:` sections
@@ -398,8 +460,11 @@ SECTIONS: dict[str, type] = {
     "graph": GraphParams,
     "label": LabelParams,
     "router": RouterParams,
+    "kway": KwayParams,
 }
-_P = TypeVar("_P", PipelineParams, EncoderParams, GraphParams, LabelParams, RouterParams)
+_P = TypeVar(
+    "_P", PipelineParams, EncoderParams, GraphParams, LabelParams, RouterParams, KwayParams
+)
 
 
 def _params_yaml() -> dict[str, Any]:
@@ -487,6 +552,7 @@ class Params:
     label: LabelParams
     router: RouterParams
     routers: dict[str, RouterParams]
+    kway: KwayParams
 
 
 def load_params() -> Params:
@@ -503,6 +569,7 @@ def load_params() -> Params:
             for name in data
             if name.startswith("router_")
         },
+        kway_params(_data=data),
     )
 
 
@@ -544,3 +611,9 @@ def router_params(
     return _section(
         RouterParams, data, ("router", f"router_{chosen}"), {**overrides, "backbone": chosen}
     )
+
+
+def kway_params(_data: dict[str, Any] | None = None, **overrides: object) -> KwayParams:
+    """KwayParams from params.yaml's `kway:` section, then explicit overrides."""
+    data = _params_yaml() if _data is None else _data
+    return _section(KwayParams, data, ("kway",), overrides)

@@ -1,0 +1,407 @@
+"""`r2a evaluate routing --protocol cv5|test|all`: every router and every single strategy on
+the quality–cost plane, from the strategy labels.
+
+- cv5: 5-fold cross-validation over all labelled queries (r2adapter/evaluate/folds.py): in
+  fold k the k-way heads, their thresholds and the two-way routers are trained on the other
+  folds (fold k+1 validates), and scored on fold k; every figure is out of fold.
+- test: the frozen split; the k-way router trained on train, thresholds on val, and the
+  registered two-way champions.
+- all: a corpus the routers were not trained on: the registered k-way champion with its
+  thresholds shifted, without labels, until the corpus's own questions meet the cost budget
+  it was trained under (`--budget` overrides); the two-way champions with τ calibrated to
+  their graph budget the same way (`--calibrate-usage`).
+
+A router's `mean_ms` is routing plus retrieval per query: the query embedding, the chosen
+strategy's retrievers (as measured while labelling), and the router's own measured latency.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from r2adapter.config import KwayParams, kway_params
+from r2adapter.errors import R2AError
+from r2adapter.evaluate.folds import N_FOLDS, fold_of, fold_roles
+from r2adapter.kway.cascade import Costs, choose, cost_cap, search_thresholds
+from r2adapter.kway.labels import StrategyLabel, outcome_matrix, read_strategy_labels
+from r2adapter.kway.model import KwayRouter, fit_kway
+from r2adapter.kway.strategies import Strategy, strategy_table
+
+PROTOCOLS = ("cv5", "test", "all")
+BUDGETS = tuple(round(b, 2) for b in np.linspace(0.0, 1.0, 11))
+TWO_WAY = ("dense@5", "graph@5")  # the two-way routers' strategies (label.top_k passages)
+N_BOOT = 2000
+
+
+def _costs(m: dict[str, np.ndarray], rows: np.ndarray | slice = slice(None)) -> Costs:
+    return Costs(m["recall"][rows], m["ms"][rows], m["passages"][rows])
+
+
+def router_figures(
+    choice: np.ndarray,
+    route_ms: np.ndarray,
+    m: dict[str, np.ndarray],
+    table: Sequence[Strategy],
+) -> dict[str, Any]:
+    """The report's fields for a router that chose strategy index `choice[i]` for query i."""
+    rows = np.arange(len(choice))
+    names = [s.name for s in table]
+    picked = [names[c] for c in choice]
+    share = {n: float(np.mean([p == n for p in picked])) for n in names}
+    return {
+        "recall": float(m["recall"][rows, choice].mean()),
+        "fcr": float(m["full"][rows, choice].mean()),
+        "mean_passages": float(m["passages"][rows, choice].mean()),
+        "mean_tokens": float(m["tokens"][rows, choice].mean()),
+        "mean_ms": float((m["ms"][rows, choice] + route_ms).mean()),
+        "graph_usage": float(np.mean([table[c].graph_side for c in choice])),
+        "share": {n: v for n, v in share.items() if v > 0},
+        "latency_ms_p50": float(np.median(route_ms)),
+    }
+
+
+def _embed(labels: Sequence[StrategyLabel]) -> np.ndarray:
+    from r2adapter.index.encoder import get_encoder
+
+    return get_encoder().encode([lab.question for lab in labels])
+
+
+def _features(dataset: str, names: Sequence[str], labels: Sequence[StrategyLabel], qv: np.ndarray):
+    from r2adapter.kway.features import KwayFeatures
+    from r2adapter.retrieve.graph_index import GRAPHS
+
+    return KwayFeatures(dataset, GRAPHS, names)([lab.question for lab in labels], qv)
+
+
+def _time_kway(router: KwayRouter, labels: Sequence[StrategyLabel], qv: np.ndarray) -> np.ndarray:
+    """Routing alone, one query at a time, on the embedding the retrievers compute anyway."""
+    router.decide([labels[0].question], qv[:1])  # warm-up
+    out = np.zeros(len(labels))
+    for i, lab in enumerate(labels):
+        t = time.perf_counter()
+        router.decide([lab.question], qv[i : i + 1])
+        out[i] = (time.perf_counter() - t) * 1000
+    return out
+
+
+def _time_two_way(
+    decide: Callable[[str, np.ndarray], bool], labels: Sequence[StrategyLabel], qv: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    decide(labels[0].question, qv[:1])
+    graph, ms = np.zeros(len(labels), dtype=bool), np.zeros(len(labels))
+    for i, lab in enumerate(labels):
+        t = time.perf_counter()
+        graph[i] = decide(lab.question, qv[i : i + 1])
+        ms[i] = (time.perf_counter() - t) * 1000
+    return graph, ms
+
+
+def _fit(
+    x: np.ndarray,
+    m: dict[str, np.ndarray],
+    train: np.ndarray,
+    val: np.ndarray,
+    table: Sequence[Strategy],
+    p: KwayParams,
+    dataset: str,
+) -> KwayRouter:
+    router, _ = fit_kway(
+        x[train],
+        m["suitable"][train],
+        x[val],
+        _costs(m, val),
+        _costs(m, train),
+        [s.name for s in table],
+        p,
+        corpus=dataset,
+    )
+    return router
+
+
+def _retune(router: KwayRouter, x_val: np.ndarray, val: Costs, budget: float, p: KwayParams):
+    """The same heads, thresholds re-searched on the validation queries under `budget`."""
+    grid = np.round(np.arange(p.tau_min, p.tau_max + 1e-9, p.tau_step), 6)
+    cap = cost_cap(np.asarray(router.cfg.mean_ms), budget)
+    tau, _, _ = search_thresholds(
+        router.probs(x_val),
+        val,
+        router.order,
+        router.fallback_ix,
+        cap,
+        p.max_passages,
+        grid,
+        p.confidence,
+        p.search_rounds,
+        p.shared_threshold,
+    )
+    return tau
+
+
+def _oof_kway(
+    x: np.ndarray,
+    m: dict[str, np.ndarray],
+    folds: np.ndarray,
+    table: Sequence[Strategy],
+    p: KwayParams,
+    dataset: str,
+    budgets: Sequence[float] = (),
+) -> tuple[np.ndarray, dict[float, np.ndarray], list[KwayRouter]]:
+    """Out-of-fold choices at p.budget, and at each of `budgets` (the frontier)."""
+    n = len(folds)
+    choice = np.zeros(n, dtype=int)
+    frontier = {b: np.zeros(n, dtype=int) for b in budgets}
+    routers = []
+    for k in range(N_FOLDS):
+        roles = fold_roles(k)
+        role = np.array([roles[f] for f in folds])
+        tr, va, te = (np.where(role == r)[0] for r in ("train", "val", "test"))
+        router = _fit(x, m, tr, va, table, p, dataset)
+        routers.append(router)
+        choice[te] = choose(router.probs(x[te]), router.tau, router.order, router.fallback_ix)
+        for b in budgets:
+            tau = _retune(router, x[va], _costs(m, va), b, p)
+            frontier[b][te] = choose(router.probs(x[te]), tau, router.order, router.fallback_ix)
+    return choice, frontier, routers
+
+
+def upper_hull(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The upper-left frontier of (cost, recall) points that random mixing of the fixed
+    strategies reaches: non-decreasing in cost, concave."""
+    pts = sorted(set(points))
+    hull: list[tuple[float, float]] = []
+    for pt in pts:
+        if hull and pt[1] <= hull[-1][1]:
+            continue
+        while len(hull) >= 2:
+            (x1, y1), (x2, y2) = hull[-2], hull[-1]
+            if (y2 - y1) * (pt[0] - x1) <= (pt[1] - y1) * (x2 - x1):
+                hull.pop()
+            else:
+                break
+        hull.append(pt)
+    return hull
+
+
+def hull_at(hull: Sequence[tuple[float, float]], cost: float) -> float:
+    """The hull's recall at `cost` (below the cheapest: -inf; above the last: flat)."""
+    if cost < hull[0][0]:
+        return float("-inf")
+    for (x1, y1), (x2, y2) in zip(hull, hull[1:], strict=False):
+        if x1 <= cost <= x2:
+            return y1 + (y2 - y1) * (cost - x1) / (x2 - x1) if x2 > x1 else max(y1, y2)
+    return hull[-1][1]
+
+
+def paired_interval(a: np.ndarray, b: np.ndarray, seed: int = 13) -> dict[str, Any]:
+    """Mean of a − b over queries and its 95% paired bootstrap interval."""
+    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    rng = np.random.default_rng(seed)
+    boots = d[rng.integers(0, len(d), size=(N_BOOT, len(d)))].mean(axis=1)
+    lo, hi = np.percentile(boots, [2.5, 97.5])
+    return {"diff": float(d.mean()), "ci95": [float(lo), float(hi)]}
+
+
+def _two_way_choice(graph: np.ndarray, table: Sequence[Strategy]) -> np.ndarray:
+    names = [s.name for s in table]
+    return np.where(graph, names.index(TWO_WAY[1]), names.index(TWO_WAY[0]))
+
+
+def _with_two_way(names: Sequence[str]) -> list[str]:
+    return list(names) + [s for s in TWO_WAY if s not in names]
+
+
+def kway_report(
+    dataset: str,
+    protocol: str = "cv5",
+    budget: float | None = None,
+    ablate: bool = True,
+    two_way: Sequence[str] = ("r2a", "r2a_embed"),
+) -> dict[str, Any]:
+    from r2adapter.config import label_params
+    from r2adapter.label.annotate import db_labels
+
+    if protocol not in PROTOCOLS:
+        raise R2AError(f"unknown protocol {protocol!r}: choose {', '.join(PROTOCOLS)}")
+    if budget is not None and not 0.0 <= budget <= 1.0:
+        raise R2AError(f"--budget must be in [0, 1], not {budget}")
+    p = kway_params()
+    if budget is not None:
+        p = kway_params(budget=budget)
+    names = _with_two_way(p.strategies)
+    p_eval = kway_params(strategies=tuple(names), budget=p.budget)
+    table = strategy_table(names)
+    kway_cols = [names.index(s) for s in p.strategies]
+    labels = read_strategy_labels(dataset, p_eval)
+    m = outcome_matrix(labels, table)
+    qv = _embed(labels)
+    notes: list[str] = []
+    routers: dict[str, dict[str, Any]] = {}
+    zero = np.zeros(len(labels))
+    for j, s in enumerate(table):
+        routers[f"always_{s.name}"] = router_figures(np.full(len(labels), j), zero, m, table)
+
+    # the k-way router's heads see only the configured strategies' columns
+    mk = {k: v[:, kway_cols] if v.ndim == 2 else v for k, v in m.items()}
+    tk = [table[j] for j in kway_cols]
+    x = _features(dataset, p.features, labels, qv)
+    folds = np.array([fold_of(lab.query_id) for lab in labels])
+    frontier: list[dict[str, Any]] = []
+    chosen: dict[str, np.ndarray] = {}
+    ablation: dict[str, Any] = {}
+    if protocol == "cv5":
+        choice_k, per_budget, fold_routers = _oof_kway(x, mk, folds, tk, p, dataset, BUDGETS)
+        lat = _time_kway(fold_routers[0].bind(dataset, _graphs()), labels, qv)
+        choice = np.array([kway_cols[c] for c in choice_k])
+        routers["kway"] = router_figures(choice, lat, m, table)
+        chosen["kway"] = choice
+        for b, ch in per_budget.items():
+            fig = router_figures(np.array([kway_cols[c] for c in ch]), lat, m, table)
+            frontier.append(
+                {
+                    "budget": b,
+                    **{
+                        k: fig[k]
+                        for k in ("recall", "fcr", "mean_ms", "mean_passages", "graph_usage")
+                    },
+                }
+            )
+        if ablate:
+            ablation = _ablation(dataset, labels, qv, mk, folds, tk, p)
+        records = {r.query_id: r for r in db_labels(dataset, label_params().rule, None)}
+        for kind in two_way:
+            try:
+                graph = _two_way_oof(kind, dataset, labels, records)
+                lat2 = _two_way_latency(kind, dataset, labels, qv, notes)
+                chosen[kind] = _two_way_choice(graph, table)
+                routers[kind] = router_figures(chosen[kind], lat2, m, table)
+            except R2AError as e:
+                notes.append(f"{kind}: {e}")
+    else:
+        raise R2AError(f"protocol {protocol} is not implemented yet")
+    ner_graph, ner_ms = _ner(labels, qv)
+    routers["ner"] = router_figures(_two_way_choice(ner_graph, table), ner_ms, m, table)
+    routers["oracle"] = router_figures(_oracle(m, table, kway_cols), zero, m, table)
+    return {
+        "dataset": dataset,
+        "protocol": protocol,
+        "n_queries": len(labels),
+        "budget": p.budget,
+        "max_passages": p.max_passages,
+        "strategies": list(p.strategies),
+        "routers": routers,
+        "frontier": frontier,
+        "ablation": ablation,
+        "paired": _paired(chosen, m, table, routers),
+        "notes": notes,
+    }
+
+
+def _graphs():
+    from r2adapter.retrieve.graph_index import GRAPHS
+
+    return GRAPHS
+
+
+def _oracle(m: dict[str, np.ndarray], table: Sequence[Strategy], cols: Sequence[int]) -> np.ndarray:
+    """Per query, the cheapest (mean ms, then passages) strategy reaching the best recall."""
+    c = np.asarray(cols)
+    mean_ms = m["ms"][:, c].mean(axis=0)
+    order = c[np.lexsort((m["passages"][:, c].mean(axis=0), mean_ms))]
+    best = m["recall"][:, c].max(axis=1)
+    out = np.zeros(len(best), dtype=int)
+    for i in range(len(best)):
+        out[i] = next(j for j in order if m["recall"][i, j] >= best[i] - 1e-9)
+    return out
+
+
+def _two_way_oof(kind, dataset, labels, records) -> np.ndarray:
+    from r2adapter.evaluate.folds import two_way_oof
+
+    missing = [lab.query_id for lab in labels if lab.query_id not in records]
+    if missing:
+        raise R2AError(f"{len(missing)} queries have no two-way labels: run `r2a label`")
+    oof = two_way_oof(kind, [records[lab.query_id] for lab in labels], dataset)
+    return np.array(
+        [
+            oof[q]["p_graph"] - oof[q]["p_dense"] > oof[q]["tau"]
+            for q in (lab.query_id for lab in labels)
+        ]
+    )
+
+
+def _two_way_latency(kind, dataset, labels, qv, notes) -> np.ndarray:
+    """The registered champion's routing latency per query (the folds' routers are the same
+    network shape); without a champion, routing counts as free, and the note says so."""
+    from r2adapter.registry.models import load_router
+
+    try:
+        router, _ = load_router(kind, "champion")
+    except R2AError as e:
+        notes.append(f"{kind}: routing latency not measured ({e})")
+        return np.zeros(len(labels))
+    router.bind(dataset, _graphs())
+    _, ms = _time_two_way(lambda q, v: bool(router.decide([q], v).graph[0]), labels, qv)
+    return ms
+
+
+def _ner(labels, qv) -> tuple[np.ndarray, np.ndarray]:
+    from r2adapter.route.baselines import NERRouter
+
+    ner = NERRouter()
+    return _time_two_way(lambda q, v: bool(ner.decide([q]).graph[0]), labels, qv)
+
+
+def _ablation(dataset, labels, qv, mk, folds, tk, p: KwayParams) -> dict[str, Any]:
+    """Out-of-fold recall and ms at the budget with each feature group left out."""
+    out: dict[str, Any] = {}
+    zero = np.zeros(len(labels))
+    for drop in (None, *p.features):
+        feats = tuple(f for f in p.features if f != drop)
+        if not feats:
+            continue
+        pf = kway_params(features=feats, budget=p.budget)
+        x = _features(dataset, feats, labels, qv)
+        ch, _, _ = _oof_kway(x, mk, folds, tk, pf, dataset)
+        fig = router_figures(ch, zero, mk, tk)
+        out["all" if drop is None else f"without_{drop}"] = {
+            "recall": fig["recall"],
+            "fcr": fig["fcr"],
+            "mean_ms": fig["mean_ms"],
+            "mean_passages": fig["mean_passages"],
+        }
+    return out
+
+
+def _paired(
+    chosen: dict[str, np.ndarray],
+    m: dict[str, np.ndarray],
+    table: Sequence[Strategy],
+    routers: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    """kway against each router and the best fixed strategies, paired on the same queries;
+    and against the fixed strategies' hull at kway's own mean ms and mean passages."""
+    if "kway" not in chosen:
+        return {}
+    rows = np.arange(len(chosen["kway"]))
+    kr = m["recall"][rows, chosen["kway"]]
+    out: dict[str, Any] = {}
+    for name, ch in chosen.items():
+        if name != "kway":
+            out[f"kway_vs_{name}"] = paired_interval(kr, m["recall"][rows, ch])
+    for j, s in enumerate(table):
+        if s.name in ("graph@5", "catrag@5"):
+            out[f"kway_vs_always_{s.name}"] = paired_interval(kr, m["recall"][:, j])
+    k = routers["kway"]
+    fixed = [routers[f"always_{s.name}"] for s in table]
+    for axis in ("mean_ms", "mean_passages"):
+        hull = upper_hull([(f[axis], f["recall"]) for f in fixed])
+        out[f"hull_at_kway_{axis}"] = {
+            "hull_recall": hull_at(hull, k[axis]),
+            "kway_recall": k["recall"],
+            "gap": k["recall"] - hull_at(hull, k[axis]),
+        }
+    return out

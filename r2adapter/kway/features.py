@@ -1,0 +1,85 @@
+"""What the k-way router reads: the query embedding dense retrieval computes anyway, and the
+evidence of the cheapest stage (dense), from one matrix–vector product over the corpus's
+passage embeddings the in-memory index holds (graph retrieval computes it for its passage
+seeds anyway):
+
+- `query_embedding`: the normalised retrieval embedding (384 for MiniLM);
+- `title_cover`: how many of the dense top-5 titles the question names (one-hot 0..3+,
+  `r2adapter/route/evidence.py`);
+- `dense_scores`: the dense top-1 cosine, its margins over the 2nd and 5th, and the gap
+  between the top-5 mean and the 6th–20th mean (does dense retrieval find a clear answer?).
+
+Each group's value is measured by out-of-fold ablation (`r2a evaluate routing --protocol
+cv5` reports it); params.yaml `kway.features` keeps those that earn their place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from r2adapter.config import ROUTING_FEATURES
+from r2adapter.route.evidence import GraphSource, normalise_title, title_cover
+
+DENSE_SCORES = 4
+TOP = 5
+WIDTHS = {"title_cover": ROUTING_FEATURES["title_cover"], "dense_scores": DENSE_SCORES}
+
+
+def width(names: Sequence[str], dim: int) -> int:
+    return sum(dim if n == "query_embedding" else WIDTHS[n] for n in names)
+
+
+class KwayFeatures:
+    """Features for queries of one corpus, read from its in-memory index (`graphs`)."""
+
+    def __init__(self, dataset: str, graphs: GraphSource, names: Sequence[str]) -> None:
+        self.dataset, self.names, self._graphs = dataset, tuple(names), graphs
+        self._titles: tuple[int, list[str]] | None = None
+
+    def _index(self) -> tuple[np.ndarray, list[str]]:
+        g = self._graphs.get(self.dataset)
+        if self._titles is None or self._titles[0] != g.version.id:
+            self._titles = (g.version.id, [normalise_title(t) for t in g.passage_titles])
+        return g.passage_emb, self._titles[1]
+
+    def __call__(self, questions: Sequence[str], qvecs: np.ndarray) -> np.ndarray:
+        qvecs = np.asarray(qvecs, dtype=np.float32).reshape(len(questions), -1)
+        parts: list[np.ndarray] = []
+        needs_scores = any(n != "query_embedding" for n in self.names)
+        if needs_scores and len(questions):
+            emb, titles = self._index()
+            scores = qvecs @ emb.T
+            depth = min(20, scores.shape[1])
+            top = np.argpartition(-scores, depth - 1, axis=1)[:, :depth]
+            top_scores = np.take_along_axis(scores, top, axis=1)
+            order = np.argsort(-top_scores, axis=1)
+            top, top_scores = (np.take_along_axis(a, order, axis=1) for a in (top, top_scores))
+        for name in self.names:
+            if name == "query_embedding":
+                parts.append(qvecs)
+            elif name == "title_cover":
+                out = np.zeros((len(questions), WIDTHS["title_cover"]), dtype=np.float32)
+                for i, q in enumerate(questions):
+                    c = title_cover(q, [titles[j] for j in top[i, :TOP]])
+                    out[i, min(c, WIDTHS["title_cover"] - 1)] = 1.0
+                parts.append(out)
+            elif name == "dense_scores":
+                s = top_scores
+                k = min(TOP, s.shape[1]) - 1
+                rest = s[:, TOP:] if s.shape[1] > TOP else s[:, -1:]
+                parts.append(
+                    np.stack(
+                        [
+                            s[:, 0],
+                            s[:, 0] - s[:, min(1, k)],
+                            s[:, 0] - s[:, k],
+                            s[:, : k + 1].mean(axis=1) - rest.mean(axis=1),
+                        ],
+                        axis=1,
+                    ).astype(np.float32)
+                )
+        if not parts:
+            return np.zeros((len(questions), 0), dtype=np.float32)
+        return np.hstack(parts)

@@ -1,0 +1,265 @@
+"""Labels per strategy (`r2a label` writes `labels/<dataset>.strategies.jsonl`).
+
+For every stored query with complete gold: each base retriever's ranking to `kway.depth`
+(one pass each: every `@k` strategy is a prefix) and its milliseconds, the query embedding's
+milliseconds, and each delivered passage's token count. The strategies' figures (passages,
+recall of the gold, full chain, tokens, ms, and suitability: reaching the best recall any
+strategy of the table reaches for that query) are derived from those, so a strategy added
+to params.yaml over a retriever already labelled needs no new retrieval; one over a new
+retriever asks for a relabel.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from r2adapter.config import KwayParams, kway_params, label_params, settings
+from r2adapter.errors import R2AError
+from r2adapter.evaluate.metrics import full_chain, recall_at_k
+from r2adapter.kway.strategies import (
+    Strategy,
+    base_retrievers,
+    delivered,
+    strategy_ms,
+    strategy_table,
+)
+
+FORMAT = 1  # bumped when a record's fields change: an older file asks for a relabel
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One strategy on one query."""
+
+    passages: list[str]
+    recall: float
+    full: float
+    tokens: int
+    ms: float
+
+
+@dataclass
+class StrategyLabel:
+    """One query: the base rankings and costs, and each strategy's outcome."""
+
+    query_id: str
+    question: str
+    qtype: str
+    split: str
+    gold: list[str]
+    rankings: dict[str, list[str]]
+    ms: dict[str, float]  # "embed" and each base retriever
+    tokens: dict[str, int]  # passage id → tokens, for every ranked passage
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+    suitable: list[str] = field(default_factory=list)
+
+    def to_json(self, table: Sequence[Strategy]) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "query_id": self.query_id,
+            "question": self.question,
+            "qtype": self.qtype,
+            "split": self.split,
+            "gold": self.gold,
+            "rankings": self.rankings,
+            "ms": self.ms,
+            "tokens": self.tokens,
+            "strategies": {
+                s.name: {
+                    "passages": o.passages,
+                    "recall": o.recall,
+                    "full": o.full,
+                    "tokens": o.tokens,
+                    "ms": o.ms,
+                }
+                for s in table
+                for o in [self.outcomes[s.name]]
+            },
+            "suitable": self.suitable,
+        }
+
+
+def evaluate_outcomes(lab: StrategyLabel, table: Sequence[Strategy], rrf_k: int) -> None:
+    """Fill each strategy's outcome and the suitable set (best recall reached, ties all)."""
+    for s in table:
+        missing = [b for b in s.bases if b not in lab.rankings]
+        if missing:
+            raise R2AError(
+                f"the strategy labels have no {', '.join(missing)} rankings (needed by {s.name}):"
+                " relabel with `r2a label`"
+            )
+        got = delivered(s, lab.rankings, rrf_k)
+        lab.outcomes[s.name] = Outcome(
+            got,
+            recall_at_k(got, lab.gold, s.k),
+            full_chain(got, lab.gold, s.k),
+            int(sum(lab.tokens.get(p, 0) for p in got)),
+            strategy_ms(s, lab.ms),
+        )
+    best = max(o.recall for o in lab.outcomes.values())
+    lab.suitable = [s.name for s in table if lab.outcomes[s.name].recall >= best - 1e-9]
+
+
+def passage_tokens(dataset: str) -> dict[str, int]:
+    """Tokens of each passage as a reader gets it (title, newline, text), in the retrieval
+    encoder's tokenizer (MiniLM's WordPiece by default), untruncated."""
+    from r2adapter.index.encoder import get_encoder
+    from r2adapter.store.db import connection
+
+    with connection() as conn:
+        rows = conn.execute(
+            "SELECT id, title, text FROM passages WHERE dataset = %s ORDER BY id", (dataset,)
+        ).fetchall()
+    tok = get_encoder().model.tokenizer
+    texts = [f"{t}\n{x}" for _, t, x in rows]
+    counts = tok(texts, add_special_tokens=False, truncation=False)["input_ids"]
+    return {r[0]: len(c) for r, c in zip(rows, counts, strict=True)}
+
+
+def rank_strategies(dataset: str, p: KwayParams | None = None) -> list[StrategyLabel]:
+    """Every base retriever of the table run once per query (to `p.depth`), timed, as a
+    service would run it: one query at a time, on the query embedding computed first."""
+    from r2adapter.evaluate.retrieval import stored_queries
+    from r2adapter.index.encoder import get_encoder
+    from r2adapter.label.rules import split_of
+    from r2adapter.retrieve.strategies import make_retriever
+    from r2adapter.store.graph_store import require_version
+
+    p = p or kway_params()
+    table = strategy_table(p.strategies)
+    require_version(dataset)
+    queries = stored_queries(dataset, complete_only=True)
+    if not queries:
+        raise R2AError(f"dataset '{dataset}' has no queries with complete gold to label")
+    enc = get_encoder()
+    retrievers = {r: make_retriever(r, dataset, enc) for r in base_retrievers(table)}
+    tokens = passage_tokens(dataset)
+    lp = label_params()
+    enc.encode([queries[0].question])  # warm-up: lazy loads are not a query's cost
+    for r in retrievers.values():
+        r.retrieve(queries[0].question, p.depth)
+    out = []
+    for q in tqdm(queries, desc="label: strategies", unit="query"):
+        t = time.perf_counter()
+        v = enc.encode([q.question])[0]
+        ms = {"embed": (time.perf_counter() - t) * 1000}
+        rankings = {}
+        for name, r in retrievers.items():
+            t = time.perf_counter()
+            rankings[name] = [h.passage_id for h in r.retrieve(q.question, p.depth, qvec=v)]
+            ms[name] = (time.perf_counter() - t) * 1000
+        ranked = {pid for ids in rankings.values() for pid in ids}
+        lab = StrategyLabel(
+            q.id,
+            q.question,
+            q.type,
+            split_of(q.id, lp.split),
+            list(q.gold_passage_ids),
+            rankings,
+            ms,
+            {pid: tokens.get(pid, 0) for pid in sorted(ranked)},
+        )
+        evaluate_outcomes(lab, table, p.rrf_k)
+        out.append(lab)
+    return out
+
+
+def strategy_label_path(dataset: str) -> Path:
+    return settings().root / "labels" / f"{dataset}.strategies.jsonl"
+
+
+def export_strategy_labels(
+    path: Path, labels: Sequence[StrategyLabel], table: Sequence[Strategy]
+) -> str:
+    """JSON lines, written atomically; returns the file's md5."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = "".join(json.dumps(lab.to_json(table), sort_keys=True) + "\n" for lab in labels)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(body)
+    tmp.replace(path)
+    return hashlib.md5(body.encode()).hexdigest()
+
+
+def read_strategy_labels(
+    dataset: str, p: KwayParams | None = None, path: Path | None = None
+) -> list[StrategyLabel]:
+    """The labels with every strategy of today's table evaluated (a strategy over a retriever
+    the file does not rank, or a file from before the table: a one-line relabel request)."""
+    p = p or kway_params()
+    table = strategy_table(p.strategies)
+    path = path or strategy_label_path(dataset)
+    relabel = f"run `r2a label --dataset {dataset}`"
+    if not path.is_file():
+        raise R2AError(f"{path}: no strategy labels: {relabel}")
+    out = []
+    for i, line in enumerate(path.read_text().splitlines(), 1):
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise R2AError(f"{path}: line {i} is not JSON ({e.msg}): {relabel}") from None
+        if not isinstance(raw, dict) or raw.get("format") != FORMAT or "rankings" not in raw:
+            raise R2AError(
+                f"{path}: line {i} is not a strategy label of format {FORMAT} (a file from "
+                f"before the strategy table?): {relabel}"
+            )
+        lab = StrategyLabel(
+            raw["query_id"],
+            raw["question"],
+            raw["qtype"],
+            raw["split"],
+            list(raw["gold"]),
+            {k: list(v) for k, v in raw["rankings"].items()},
+            {k: float(v) for k, v in raw["ms"].items()},
+            {k: int(v) for k, v in raw["tokens"].items()},
+        )
+        evaluate_outcomes(lab, table, p.rrf_k)
+        out.append(lab)
+    if not out:
+        raise R2AError(f"{path}: no strategy labels in the file: {relabel}")
+    return out
+
+
+def outcome_matrix(
+    labels: Sequence[StrategyLabel], table: Sequence[Strategy]
+) -> dict[str, np.ndarray]:
+    """(n, S) arrays of recall, full chain, passages, tokens, ms, and suitable (bool)."""
+    names = [s.name for s in table]
+
+    def grid(attr: str) -> np.ndarray:
+        return np.array(
+            [[getattr(lab.outcomes[n], attr) for n in names] for lab in labels], dtype=np.float64
+        )
+
+    return {
+        "recall": grid("recall"),
+        "full": grid("full"),
+        "tokens": grid("tokens"),
+        "ms": grid("ms"),
+        "passages": np.array([[len(lab.outcomes[n].passages) for n in names] for lab in labels]),
+        "suitable": np.array([[n in lab.suitable for n in names] for lab in labels], dtype=bool),
+    }
+
+
+def summary(labels: Sequence[StrategyLabel], table: Sequence[Strategy]) -> dict[str, Any]:
+    """Per strategy: mean recall, FCR, tokens, ms and share of queries it suits; the oracle."""
+    m = outcome_matrix(labels, table)
+    per = {
+        s.name: {
+            "recall": float(m["recall"][:, j].mean()),
+            "fcr": float(m["full"][:, j].mean()),
+            "mean_tokens": float(m["tokens"][:, j].mean()),
+            "mean_ms": float(m["ms"][:, j].mean()),
+            "suitable": float(m["suitable"][:, j].mean()),
+        }
+        for j, s in enumerate(table)
+    }
+    return {"n_queries": len(labels), "strategies": per}

@@ -1,0 +1,83 @@
+"""The strategy table: what a router may choose, as data (params.yaml `kway.strategies`).
+
+A strategy is `<retriever>@<k>`: a retriever of `r2a retrieve --mode` (dense, graph, catrag,
+and whatever joins that table) or `fusion` (dense ∪ graph, reciprocal-rank fused), handing
+the reader its top k passages. Every k of one retriever is a prefix of one ranking, so
+labelling runs each base retriever once, to `kway.depth`. A strategy's cost per query is a
+vector: milliseconds (the query embedding plus each base retriever it runs, measured while
+labelling), context tokens (of the passages it delivers, in the encoder's tokenizer) and LLM
+calls (none of today's strategies calls one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from r2adapter.errors import R2AError
+from r2adapter.retrieve.strategies import GRAPH_STRATEGIES, STRATEGIES
+
+# composite retrievers: name → the base retrievers whose rankings it fuses
+FUSED: dict[str, tuple[str, ...]] = {"fusion": ("dense", "graph")}
+
+
+@dataclass(frozen=True)
+class Strategy:
+    name: str  # "graph@5"
+    retriever: str  # "graph", "fusion", ...
+    k: int
+
+    @property
+    def bases(self) -> tuple[str, ...]:
+        """The base retrievers this strategy runs."""
+        return FUSED.get(self.retriever, (self.retriever,))
+
+    @property
+    def graph_side(self) -> bool:
+        """Whether it walks the graph (counted in a router's `graph_usage`)."""
+        return any(b in GRAPH_STRATEGIES for b in self.bases)
+
+
+def parse_strategy(name: str) -> Strategy:
+    retriever, _, k = name.partition("@")
+    if retriever not in STRATEGIES and retriever not in FUSED:
+        known = ", ".join([*STRATEGIES, *FUSED])
+        raise R2AError(
+            f"kway.strategies: {name!r} names retriever {retriever!r}, which does not exist: "
+            f"known are {known}"
+        )
+    if not k.isdigit() or int(k) < 1:
+        raise R2AError(f"kway.strategies: {name!r} is not <retriever>@<k> with k ≥ 1")
+    return Strategy(name, retriever, int(k))
+
+
+def strategy_table(names: Sequence[str]) -> list[Strategy]:
+    """The table in params.yaml's order (every name checked)."""
+    return [parse_strategy(n) for n in names]
+
+
+def base_retrievers(table: Sequence[Strategy]) -> tuple[str, ...]:
+    """The retrievers labelling runs, in r2a retrieve's table order."""
+    needed = {b for s in table for b in s.bases}
+    return tuple(r for r in STRATEGIES if r in needed)
+
+
+def rrf(rankings: Sequence[Sequence[str]], rrf_k: int = 60, depth: int = 20) -> list[str]:
+    """Reciprocal-rank fusion: Σ 1/(rrf_k + rank) over the rankings (ties: first seen)."""
+    score: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, pid in enumerate(ranking, 1):
+            score[pid] = score.get(pid, 0.0) + 1.0 / (rrf_k + rank)
+    return sorted(score, key=lambda p: -score[p])[:depth]
+
+
+def delivered(s: Strategy, rankings: Mapping[str, Sequence[str]], rrf_k: int = 60) -> list[str]:
+    """The passages strategy `s` hands the reader, from the base retrievers' rankings."""
+    if s.retriever in FUSED:
+        return rrf([rankings[b] for b in s.bases], rrf_k)[: s.k]
+    return list(rankings[s.retriever][: s.k])
+
+
+def strategy_ms(s: Strategy, ms: Mapping[str, float]) -> float:
+    """A strategy's milliseconds for one query: the query embedding plus its retrievers."""
+    return float(ms.get("embed", 0.0)) + sum(float(ms[b]) for b in s.bases)
