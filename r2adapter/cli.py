@@ -205,12 +205,32 @@ def _label(args: argparse.Namespace) -> int:
             f"{m['graph_recall@5']:.3f}); graph preferred {m['graph_preference']:.0%}"
         )
     print(f"{r.dataset}: {len(r.records)} labels ({r.rule}) → {r.path} (md5 {r.md5})")
+    k = r.stats.get("strategies")
+    if isinstance(k, dict):
+        print(f"strategies ({k['n_queries']} queries) → {k['path']} (md5 {k['md5']}):")
+        for name, m in k["strategies"].items():
+            print(
+                f"  {name:<10} recall {m['recall']:.3f}  fcr {m['fcr']:.3f}  tokens "
+                f"{m['mean_tokens']:.0f}  ms {m['mean_ms']:.1f}  suitable {m['suitable']:.0%}"
+            )
     return 0
 
 
 def _train(args: argparse.Namespace) -> int:
     from r2adapter import steps
 
+    if args.router == "kway":
+        if args.backbone or args.epochs:
+            raise R2AError("--backbone and --epochs are the two-way routers'; kway reads kway:")
+        k = steps.train_kway(args.dataset)
+        _emit(args, k)
+        print(
+            f"kway: registered version {k['version']} as candidate (run {k['run_id'][:8]}), "
+            f"{k['seconds']:.0f} s; fallback {k['fallback']}; test recall "
+            f"{k.get('test_recall', float('nan')):.3f} at {k.get('test_mean_ms', float('nan')):.1f}"
+            f" ms, {k.get('test_mean_passages', float('nan')):.2f} passages"
+        )
+        return 0
     r = steps.train(args.dataset, args.backbone, epochs=args.epochs)
     _emit(args, r.to_report())
     if args.report:  # the τ curve beside the report, for `dvc plots`
@@ -231,6 +251,12 @@ def _train(args: argparse.Namespace) -> int:
 def _promote(args: argparse.Namespace) -> int:
     from r2adapter import steps
 
+    if args.router == "kway":
+        k = steps.promote_kway(args.dataset)
+        _emit(args, k)
+        verb = "promoted" if k["promoted"] else "kept the champion"
+        print(f"kway: {verb}: candidate v{k['candidate']}: " + "; ".join(k["reasons"]))
+        return 0
     r = steps.promote(args.router, args.dataset)
     _emit(args, r.to_report())
     verb = "promoted" if r.promoted else "kept the champion"
@@ -261,10 +287,37 @@ def _models(args: argparse.Namespace) -> int:
     return 0
 
 
+def _evaluate_kway(args: argparse.Namespace) -> int:
+    from r2adapter import steps
+
+    r = steps.evaluate_kway(args.dataset, args.protocol, args.budget)
+    if _emit(args, r):
+        return 0
+    print(
+        f"{r['dataset']}, protocol {r['protocol']}: {r['n_queries']} queries, budget {r['budget']}"
+    )
+    for name, m in r["routers"].items():  # type: ignore[attr-defined]
+        print(
+            f"  {name:<18} recall {m['recall']:.3f}  fcr {m['fcr']:.3f}  passages "
+            f"{m['mean_passages']:.2f}  tokens {m['mean_tokens']:.0f}  ms {m['mean_ms']:.1f}  "
+            f"graph {m['graph_usage']:.2f}  routing p50 {m['latency_ms_p50']:.2f} ms"
+        )
+    for k, v in r["paired"].items():  # type: ignore[attr-defined]
+        print(f"  {k}: {v}")
+    for note in r["notes"]:  # type: ignore[attr-defined]
+        print(f"  note: {note}")
+    print(f"  saved: {r.get('saved')}")
+    return 0
+
+
 def _evaluate_routing(args: argparse.Namespace) -> int:
     from r2adapter import steps
     from r2adapter.evaluate.reports import RoutingReport
 
+    if args.protocol is not None:
+        return _evaluate_kway(args)
+    if args.budget is not None:
+        raise R2AError("--budget applies to --protocol cv5|test|all (the k-way report)")
     r = RoutingReport(
         steps.evaluate_routing(args.dataset, args.split, args.rule, args.calibrate_usage)
     ).to_report()
@@ -344,7 +397,13 @@ def _retrain(args: argparse.Namespace) -> int:
             ) from None
 
     dataset = args.dataset or pipeline_dataset()
-    run_loop(dataset, args.openie, select_routers(args.router), after_promote=reload)
+    run_loop(
+        dataset,
+        args.openie,
+        select_routers(args.router),
+        after_promote=reload,
+        kway=not args.router,
+    )
     return 0
 
 
@@ -496,6 +555,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="set the trained routers' τ so that this share of the corpus's questions goes "
         "to graph (label-free; for a corpus they were not trained on)",
     )
+    eo.add_argument(
+        "--protocol",
+        choices=["cv5", "test", "all"],
+        default=None,
+        help="the k-way report: every router and strategy on the quality-cost plane, 5-fold "
+        "out of fold (cv5), on the frozen test split, or on all queries of a corpus the "
+        "routers were not trained on (label-free calibration)",
+    )
+    eo.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="k-way cost budget in [0, 1] (default: kway.budget in params.yaml)",
+    )
     eo.add_argument("--json", action="store_true")
     eo.set_defaults(func=_evaluate_routing)
 
@@ -512,11 +585,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="minilm (default), embedding, or a transformers model name/path",
     )
     tr.add_argument("--epochs", type=int, default=None)
+    tr.add_argument(
+        "--router",
+        default=None,
+        choices=["kway"],
+        help="kway: the cost-aware router over every strategy (default: the two-way router "
+        "of --backbone)",
+    )
     tr.add_argument("--report", help="also write the figures as JSON (and the τ curve)")
     tr.set_defaults(func=_train)
 
     pr = sub.add_parser("promote", help="move champion to the candidate if the gate holds")
-    pr.add_argument("--router", default="r2a", choices=list(TRAINED_ROUTERS))
+    pr.add_argument("--router", default="r2a", choices=[*TRAINED_ROUTERS, "kway"])
     pr.add_argument("--dataset", default=None)
     pr.add_argument("--report", help="also write the decision as JSON")
     pr.set_defaults(func=_promote)

@@ -51,6 +51,7 @@ def run_loop(
     routers: Sequence[RouterKind] = ROUTERS,
     say: Callable[[str], None] = print,
     after_promote: Callable[[LoopResult], None] | None = None,
+    kway: bool = True,
 ) -> LoopResult:
     """Every step of STEPS on this machine, in order, one line each; `after_promote` runs
     between promote and evaluate (the CLI tells a running service to reload there, as the
@@ -78,6 +79,9 @@ def run_loop(
     def train(r: RouterKind) -> None:
         tr = steps.train(dataset, r.backbone)
         say(f"train: {tr.kind} v{tr.version} registered as candidate (τ* {tr.tau:.2f})")
+        if kway and r == routers[-1]:  # the cost-aware router over every strategy, once
+            k = steps.train_kway(dataset)
+            say(f"train: kway v{k['version']} registered as candidate (fallback {k['fallback']})")
 
     def promote(r: RouterKind) -> None:
         pr = steps.promote(r.name, dataset)
@@ -86,6 +90,12 @@ def run_loop(
             out.promoted.append(r.name)
         moved = f"champion moved to v{pr.candidate}" if pr.promoted else "kept"
         say(f"promote: {r.name}: {moved}: " + "; ".join(pr.reasons))
+        if kway and r == routers[-1]:
+            k = steps.promote_kway(dataset)
+            if k["promoted"]:
+                out.promoted.append("kway")
+            moved = f"champion moved to v{k['candidate']}" if k["promoted"] else "kept"
+            say(f"promote: kway: {moved}: " + "; ".join(map(str, k["reasons"])))
         if r == routers[-1] and after_promote is not None:
             after_promote(out)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from r2adapter.data.adapters import dataset_name, load_dataset
 from r2adapter.data.validate import Report
@@ -81,10 +81,39 @@ def train(dataset: str, backbone: str | None = None, **overrides: object) -> Tra
     return train_and_register(dataset_name(dataset), router_params(backbone, None, **overrides))
 
 
+def train_kway(dataset: str) -> dict[str, Any]:
+    """Train the cost-aware router on the strategy labels; register it as `candidate`."""
+    from r2adapter.kway.registry import train_and_register_kway
+
+    return train_and_register_kway(dataset_name(dataset))
+
+
+def promote_kway(dataset: str | None = None) -> dict[str, Any]:
+    from r2adapter.kway.registry import promote_kway as _promote_kway
+
+    return _promote_kway(dataset_name(dataset) if dataset else None)
+
+
 def promote(kind: str = "r2a", dataset: str | None = None) -> PromoteResult:
     from r2adapter.registry.promote import promote as _promote
 
     return _promote(kind, dataset_name(dataset) if dataset else None)
+
+
+def evaluate_kway(
+    dataset: str, protocol: str = "cv5", budget: float | None = None, save: bool = True
+) -> dict[str, object]:
+    """Every router and strategy on the quality–cost plane (`r2a evaluate routing
+    --protocol`); saved (JSON and plot under benchmarks/results/) and logged to MLflow."""
+    from r2adapter.kway.evaluate import kway_report
+
+    name = dataset_name(dataset)
+    report = kway_report(name, protocol, budget)
+    if save:
+        from r2adapter.kway.tracking import save_and_log
+
+        report["saved"] = save_and_log(report)
+    return report
 
 
 def evaluate_routing(

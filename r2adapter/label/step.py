@@ -106,8 +106,32 @@ def label_from_rankings(dataset: str, rankings: Rankings, rule: str | None = Non
     return LabelResult(dataset, rule, path, md5, records, stats, comparison)
 
 
-def run_label(dataset: str, rule: str | None = None) -> LabelResult:
-    """`r2a label`: every query ranked in this process (shard 0 of 1), then labelled."""
+def run_label(dataset: str, rule: str | None = None, strategies: bool = True) -> LabelResult:
+    """`r2a label`: every query ranked in this process (shard 0 of 1), then labelled; with
+    `strategies`, also every strategy of params.yaml `kway:` (labels/<dataset>.strategies.jsonl)."""
     if rule is not None and rule not in RULES:  # before the expensive half
         raise R2AError(f"unknown label rule '{rule}': choose one of {', '.join(RULES)}")
-    return label_from_rankings(dataset, rank_shard(dataset, 0, 1), rule)
+    result = label_from_rankings(dataset, rank_shard(dataset, 0, 1), rule)
+    if strategies:
+        result.stats["strategies"] = label_strategies(dataset)
+    return result
+
+
+def label_strategies(dataset: str) -> dict[str, object]:
+    """The k-way router's labels: each strategy's passages, recall, full chain, tokens and
+    ms per query, exported atomically; returns the per-strategy summary and the file."""
+    from r2adapter.config import kway_params
+    from r2adapter.kway.labels import (
+        export_strategy_labels,
+        rank_strategies,
+        strategy_label_path,
+        summary,
+    )
+    from r2adapter.kway.strategies import strategy_table
+
+    p = kway_params()
+    table = strategy_table(p.strategies)
+    labels = rank_strategies(dataset, p)
+    path = strategy_label_path(dataset)
+    md5 = export_strategy_labels(path, labels, table)
+    return {"path": str(path.relative_to(settings().root)), "md5": md5, **summary(labels, table)}

@@ -1,0 +1,204 @@
+"""The k-way router in the MLflow registry: its own model (`r2a-router-kway`), trained on
+the strategy labels' train split with τ searched on val, registered as `candidate`; the gate
+promotes a candidate only when it is not worse on recall and not costlier on the frozen test
+split than the champion."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from r2adapter.config import KwayParams, kway_params, settings
+from r2adapter.errors import R2AError
+
+MODEL = "r2a-router-kway"
+RECALL_TOLERANCE = 0.005  # recall may drop at most this much
+COST_TOLERANCE = 0.05  # mean ms and mean passages may rise at most this share
+
+
+@dataclass
+class SplitData:
+    x: np.ndarray
+    m: dict[str, np.ndarray]
+    split: np.ndarray
+    questions: list[str]
+    qvecs: np.ndarray
+
+
+def split_data(dataset: str, p: KwayParams) -> SplitData:
+    from r2adapter.kway.evaluate import _embed, _features
+    from r2adapter.kway.labels import outcome_matrix, read_strategy_labels
+    from r2adapter.kway.strategies import strategy_table
+
+    labels = read_strategy_labels(dataset, p)
+    m = outcome_matrix(labels, strategy_table(p.strategies))
+    qv = _embed(labels)
+    x = _features(dataset, p.features, labels, qv)
+    return SplitData(
+        x, m, np.array([lab.split for lab in labels]), [lab.question for lab in labels], qv
+    )
+
+
+def test_figures(router: Any, d: SplitData) -> dict[str, float]:
+    """Recall, FCR, mean ms, passages and tokens of the router's choices on the test split."""
+    from r2adapter.kway.cascade import choose
+
+    te = np.where(d.split == "test")[0]
+    if not len(te):
+        return {}
+    ch = choose(router.probs(d.x[te]), router.tau, router.order, router.fallback_ix)
+    rows = np.arange(len(te))
+    return {
+        "recall": float(d.m["recall"][te][rows, ch].mean()),
+        "fcr": float(d.m["full"][te][rows, ch].mean()),
+        "mean_ms": float(d.m["ms"][te][rows, ch].mean()),
+        "mean_passages": float(d.m["passages"][te][rows, ch].mean()),
+        "mean_tokens": float(d.m["tokens"][te][rows, ch].mean()),
+    }
+
+
+def train_and_register_kway(dataset: str, p: KwayParams | None = None) -> dict[str, Any]:
+    import mlflow
+
+    from r2adapter.kway.cascade import Costs
+    from r2adapter.kway.model import fit_kway
+    from r2adapter.registry.models import client
+    from r2adapter.registry.tracking import mlflow_setup
+
+    t0 = time.perf_counter()
+    p = p or kway_params()
+    d = split_data(dataset, p)
+    tr, va = np.where(d.split == "train")[0], np.where(d.split == "val")[0]
+    if not len(tr) or not len(va):
+        raise R2AError(f"{dataset}: the strategy labels need train and val queries")
+
+    def costs(rows: np.ndarray) -> Costs:
+        return Costs(d.m["recall"][rows], d.m["ms"][rows], d.m["passages"][rows])
+
+    exp = mlflow_setup()
+    with mlflow.start_run(experiment_id=exp, run_name=f"kway-{dataset}") as run:
+        mlflow.log_params({f"kway.{k}": v for k, v in asdict(p).items() if k != "strategies"})
+        mlflow.log_param("kway.strategies", ",".join(p.strategies))
+        mlflow.log_params({"dataset": dataset, "n_train": len(tr), "n_val": len(va)})
+        router, hist = fit_kway(
+            d.x[tr], d.m["suitable"][tr], d.x[va], costs(va), costs(tr), p.strategies, p, dataset
+        )
+        for step, r, ms in zip(hist.steps, hist.val_recall, hist.val_ms, strict=True):
+            mlflow.log_metrics({"val_recall": r, "val_mean_ms": ms}, step=step)
+        test = test_figures(router, d)
+        mlflow.log_metrics({f"test_{k}": v for k, v in test.items()})
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp) / "router"
+            router.save(folder)
+            from r2adapter.kway.pyfunc import KwayModel
+
+            info = mlflow.pyfunc.log_model(
+                name="router",
+                python_model=KwayModel(),
+                artifacts={"router": str(folder)},
+                registered_model_name=MODEL,
+                pip_requirements=[],
+            )
+        version = str(info.registered_model_version)
+    c = client()
+    c.set_registered_model_alias(MODEL, "candidate", version)
+    c.set_model_version_tag(MODEL, version, "dataset", dataset)
+    for k, v in test.items():
+        c.set_model_version_tag(MODEL, version, k, f"{v:.6f}")
+    return {
+        "router": "kway",
+        "version": version,
+        "run_id": run.info.run_id,
+        "best_step": hist.best_step,
+        "thresholds": dict(zip(p.strategies, router.cfg.thresholds, strict=True)),
+        "fallback": router.cfg.fallback,
+        "seconds": time.perf_counter() - t0,
+        **{f"test_{k}": v for k, v in test.items()},
+    }
+
+
+def _version(alias: str) -> Any | None:
+    from r2adapter.registry.models import client
+
+    try:
+        return client().get_model_version_by_alias(MODEL, alias)
+    except Exception:
+        return None
+
+
+def load_kway(alias: str = "champion") -> tuple[Any, str]:
+    """The registered k-way router behind an alias, and its version."""
+    v = _version(alias)
+    if v is None:
+        raise R2AError(
+            f"no {alias} for {MODEL}: run `r2a train --router kway` then "
+            "`r2a promote --router kway`"
+        )
+    import mlflow.pyfunc
+
+    model = mlflow.pyfunc.load_model(f"models:/{MODEL}@{alias}")
+    return model.unwrap_python_model().router, str(v.version)
+
+
+def gate(cand: dict[str, float], champ: dict[str, float]) -> tuple[bool, list[str]]:
+    why = []
+    if cand["recall"] < champ["recall"] - RECALL_TOLERANCE:
+        why.append(f"recall {cand['recall']:.3f} < champion {champ['recall']:.3f}")
+    for k in ("mean_ms", "mean_passages"):
+        if cand[k] > champ[k] * (1 + COST_TOLERANCE):
+            why.append(f"{k} {cand[k]:.2f} > champion {champ[k]:.2f}")
+    return not why, why
+
+
+def promote_kway(dataset: str | None = None) -> dict[str, Any]:
+    from r2adapter.registry.models import client
+
+    cand_v = _version("candidate")
+    if cand_v is None:
+        raise R2AError(f"no candidate for {MODEL}: run `r2a train --router kway` first")
+    dataset = dataset or cand_v.tags.get("dataset")
+    if not dataset:
+        raise R2AError("the candidate has no dataset tag: pass --dataset")
+    champ_v = _version("champion")
+    cand, _ = load_kway("candidate")
+    p = kway_params(strategies=cand.cfg.strategies, features=cand.cfg.features)
+    d = split_data(dataset, p)
+    cand_m = test_figures(cand, d)
+    champ_m = None
+    if champ_v is not None and champ_v.version == cand_v.version:
+        ok, reasons = False, ["the candidate is already champion"]
+        champ_m = cand_m
+    elif champ_v is None:
+        ok, reasons = True, ["no champion yet: the first model becomes champion"]
+    else:
+        champ, _ = load_kway("champion")
+        if champ.cfg.strategies != cand.cfg.strategies or champ.cfg.features != cand.cfg.features:
+            ok, reasons = True, ["the strategy table or features changed: the candidate replaces"]
+        else:
+            champ_m = test_figures(champ, d)
+            ok, reasons = gate(cand_m, champ_m)
+            if ok:
+                reasons = ["not worse on recall, not costlier in ms or passages"]
+    if ok:
+        client().set_registered_model_alias(MODEL, "champion", cand_v.version)
+    return {
+        "router": "kway",
+        "promoted": ok,
+        "candidate": cand_v.version,
+        "champion_before": champ_v.version if champ_v else None,
+        "reasons": reasons,
+        "candidate_metrics": cand_m,
+        "champion_metrics": champ_m,
+    }
+
+
+def write_report(path: Path, report: dict[str, Any]) -> None:
+    path = path if path.is_absolute() else settings().root / path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2, default=str) + "\n")
