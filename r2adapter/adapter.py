@@ -41,9 +41,13 @@ class AdapterResult:
     timings_ms: dict[str, float] = field(default_factory=dict)
     answer: str | None = None
     rewrite_fallback: str | None = None
+    strategy: str | None = None  # the k-way router's choice, when it routed
+    k: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "strategy": self.strategy,
+            "k": self.k,
             "query": self.query,
             "mode": self.mode,
             "decision": self.decision,
@@ -68,6 +72,10 @@ class Route:
     p_graph: float
     qvec: np.ndarray | None  # the query embedding, when the router read it
     rewrite: bool = False  # graph-bound with low confidence (eq. 7): rewrite before retrieval
+    strategy: str | None = None  # the k-way router's choice ("graph@5"), when it routed
+    k: int | None = None  # the passages that strategy delivers
+    scores: dict[str, float] | None = None  # the k-way heads' suitability per strategy
+    fallback: bool = False  # no k-way head was confident: the best single strategy
 
 
 class R2Adapter:
@@ -80,17 +88,26 @@ class R2Adapter:
         rewriter: RewriterLike | None = None,
         answerer: Callable[[str, list[Hit]], str] | None = None,
         others: dict[str, Retriever] | None = None,
+        kway: Any = None,
     ) -> None:
         """τ and ε are the router's (its decision, r2adapter/route/decision.py); `others`:
-        retrievers of further strategies (STRATEGIES, e.g. catrag) a caller may name."""
+        retrievers of further strategies (STRATEGIES, e.g. catrag) a caller may name;
+        `kway`: the cost-aware router over every strategy, which then routes `auto`."""
         self.router, self.dense, self.graph, self.encoder = router, dense, graph, encoder
         self.rewriter, self.answerer = rewriter, answerer
         self.retrievers: dict[str, Retriever] = {"dense": dense, "graph": graph, **(others or {})}
+        self.kway = kway
+        if kway is not None:
+            from r2adapter.kway.fusion import FusionRetriever
+
+            self.retrievers.setdefault("fusion", FusionRetriever(dense, graph))
 
     def route(self, query: str) -> Route:
         """R²Adapter eqs. 4 and 7; a router that reads the retrieval embedding gets it from
         the retrieval encoder, and retrieval reuses it."""
         query = check_query(query)
+        if self.kway is not None:
+            return kway_route(self.kway, query, self.encoder.encode([query]))
         d = self.router.decide([query], encode=self.encoder.encode)
         qvec = d.qvecs[0] if d.qvecs is not None else None
         return Route(d.label(0), float(d.p_dense[0]), float(d.p_graph[0]), qvec, bool(d.rewrite[0]))
@@ -112,6 +129,8 @@ class R2Adapter:
             route = Route(mode, float("nan"), float("nan"), None)
         t["route"] = (time.perf_counter() - t0) * 1000
         decision = route.decision if mode == "auto" else mode
+        if mode == "auto" and route.k is not None:
+            k = route.k  # the k-way router chose how many passages, too
 
         q_prime, rewritten, fallback = query, False, None
         t0 = time.perf_counter()
@@ -138,9 +157,26 @@ class R2Adapter:
         t["answer"] = (time.perf_counter() - t0) * 1000
         p_d = None if np.isnan(route.p_dense) else route.p_dense
         p_g = None if np.isnan(route.p_graph) else route.p_graph
-        return AdapterResult(
+        out = AdapterResult(
             query, mode, decision, p_d, p_g, rewritten, q_prime, hits, t, text, fallback
         )
+        if mode == "auto" and route.strategy is not None:
+            out.strategy, out.k = route.strategy, route.k
+        return out
+
+
+def kway_route(kway: Any, query: str, qvecs: np.ndarray) -> Route:
+    """The k-way decision as a Route: the strategy's retriever and k; p_dense and p_graph are
+    the most confident dense-side and graph-side heads (what a two-way client reads)."""
+    from r2adapter.kway.strategies import parse_strategy
+
+    d = kway.decide([query], qvecs)
+    s = parse_strategy(d.strategy[0])
+    scores = {n: float(v) for n, v in zip(d.strategies, d.scores[0], strict=True)}
+    side = {n: parse_strategy(n).graph_side for n in d.strategies}
+    p_g = max((v for n, v in scores.items() if side[n]), default=0.0)
+    p_d = max((v for n, v in scores.items() if not side[n]), default=0.0)
+    return Route(s.retriever, p_d, p_g, qvecs[0], False, s.name, s.k, scores, bool(d.fallback[0]))
 
 
 def llm_answerer(

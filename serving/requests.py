@@ -136,6 +136,12 @@ class RouteOut(Out):
     tau: float
     epsilon: float
     router_version: str
+    router: str | None = None  # "kway" when the cost-aware router decided
+    strategy: str | None = None  # the k-way router's choice, e.g. "graph@5"
+    retriever: str | None = None
+    k: int | None = None
+    fallback: bool | None = None  # no head confident: the best single strategy
+    scores: dict[str, float] | None = None  # each strategy head's suitability
 
 
 class Passage(Out):
@@ -161,6 +167,11 @@ class RetrieveOut(Out):
     router_version: str | None = None
     dataset: str
     champion_error: str | None = None
+    strategy: str | None = None  # auto routed by the k-way router: its strategy and k
+    k: int | None = None
+    routing: str | None = None
+    kway_version: str | None = None
+    kway_note: str | None = None
 
 
 class RewriteOut(Out):
@@ -177,5 +188,8 @@ class InfoOut(Out):
     router_version: str | None = None
     dataset: str
     champion_error: str | None = None
+    routing: str | None = None  # "kway" when the cost-aware router routes auto
+    kway_version: str | None = None
+    kway_note: str | None = None  # why the two-way champion routes instead
     ready: bool | None = None
     answer_ready: bool | None = None

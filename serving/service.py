@@ -214,6 +214,9 @@ class R2AService:
 
     def _route_many(self, queries: list[str]) -> list[dict[str, t.Any]]:
         champion = self.state.router()
+        kway = self.state.kway
+        if kway is not None:
+            return self._route_kway(kway, queries)
         router = champion.router
         d = router.decide(list(queries), encode=self.state.encoder.encode)  # eqs. 4 and 7
         return [
@@ -228,6 +231,36 @@ class R2AService:
             }
             for i in range(len(d))
         ]
+
+    def _route_kway(self, kway: t.Any, queries: list[str]) -> list[dict[str, t.Any]]:
+        """The k-way decision: the strategy, its k and every head's score; `decision` is the
+        side (dense or graph) a two-way client reads, p_dense / p_graph the most confident
+        head of each side."""
+        from r2adapter.adapter import kway_route
+
+        qvecs = self.state.encoder.encode(list(queries))
+        out = []
+        for i, q in enumerate(queries):
+            r = kway_route(kway.router, q, qvecs[i : i + 1])
+            j = kway.router.cfg.strategies.index(r.strategy)
+            out.append(
+                {
+                    "decision": "dense" if r.decision == "dense" else "graph",
+                    "p_dense": r.p_dense,
+                    "p_graph": r.p_graph,
+                    "rewrite": False,
+                    "tau": float(kway.router.tau[j]),
+                    "epsilon": 0.0,  # the k-way router does not rewrite (eq. 7 is the two-way rule)
+                    "router_version": kway.version,
+                    "router": "kway",
+                    "strategy": r.strategy,
+                    "retriever": r.decision,
+                    "k": r.k,
+                    "fallback": r.fallback,
+                    "scores": r.scores,
+                }
+            )
+        return out
 
     def _count(self, decision: str) -> None:
         ROUTES.labels(decision=decision).inc()

@@ -58,11 +58,16 @@ class ServingState:
         self.champion: Champion | None = None
         self.champion_error = "not loaded yet"
         self._adapter: R2Adapter | None = None
-        self._adapter_key: tuple[str, str] | None = None
+        self._adapter_key: tuple[str, str, str | None] | None = None
         self._lock = threading.Lock()
         self._rewriter: Any = None
         self._llm: Any = None
         self.llm_error = ""
+        # the cost-aware router over every strategy routes `auto` when it has a champion
+        # (R2A_KWAY=0 turns it off); without one the two-way champion routes, and /info says so
+        self.kway_enabled = os.environ.get("R2A_KWAY", "1") not in ("0", "false", "no")
+        self.kway: Champion | None = None
+        self.kway_error = "not loaded yet" if self.kway_enabled else "disabled by R2A_KWAY=0"
         self.reload()
         self._stop = threading.Event()
         threading.Thread(target=self._poll, name="champion-poll", daemon=True).start()
@@ -96,7 +101,35 @@ class ServingState:
             self.champion_error = str(e)
         except Exception as e:  # registry unreachable: keep serving the model we have
             self.champion_error = f"registry error: {type(e).__name__}: {e}"
+        if self.kway_enabled:
+            self._reload_kway()
         return self.info()
+
+    def _reload_kway(self) -> None:
+        from r2adapter.kway.registry import _version, load_kway
+        from r2adapter.retrieve.graph_index import GRAPHS
+
+        try:
+            v = _version("champion")
+            if v is None:
+                self.kway = None
+                self.kway_error = (
+                    "no k-way champion in the registry (`r2a train --router kway`, "
+                    "`r2a promote --router kway`): auto follows the two-way champion"
+                )
+                return
+            if self.kway is None or self.kway.version != str(v.version):
+                router, version = load_kway("champion")
+                router.bind(self.dataset, GRAPHS)
+                router.decide(["warm-up"], self.encoder.encode(["warm-up"]))
+                with self._lock:
+                    self.kway = Champion(router, version, "kway")
+                log.info("serving kway champion v%s", version)
+            self.kway_error = ""
+        except R2AError as e:
+            self.kway_error = f"{e}: auto follows the two-way champion"
+        except Exception as e:  # registry or index unreachable: keep what we have
+            self.kway_error = f"k-way registry error: {type(e).__name__}: {e}"
 
     def _warm(self, router: Any) -> None:
         """One decision before the router serves: its first call exports the fine-tuned
@@ -121,12 +154,15 @@ class ServingState:
         return self.dataset_env or getattr(self, "dataset_tag", None) or DEFAULT_DATASET
 
     def info(self) -> dict[str, Any]:
-        c = self.champion
+        c, k = self.champion, self.kway
         return {
             "router": self.kind,
             "router_version": c.version if c else None,
             "dataset": self.dataset,
             "champion_error": scrub(self.champion_error) or None,
+            "routing": "kway" if k is not None else self.kind,
+            "kway_version": k.version if k else None,
+            "kway_note": scrub(self.kway_error) or None,
         }
 
     # -- parts --------------------------------------------------------------------------
@@ -139,7 +175,8 @@ class ServingState:
 
     def adapter(self) -> R2Adapter:
         c = self.router()
-        key = (c.version, self.dataset)
+        kw = self.kway
+        key = (c.version, self.dataset, kw.version if kw else None)
         if self._adapter is not None and self._adapter_key == key:
             return self._adapter
         from r2adapter.retrieve.strategies import STRATEGIES, make_retriever
@@ -157,7 +194,14 @@ class ServingState:
                 except R2AError as e:
                     log.warning("retrieval mode %s unavailable: %s", mode, e)
             self._adapter = R2Adapter(  # τ and ε: the router's own decision
-                c.router, dense, graph, self.encoder, self.rewriter(), self.answerer(), others
+                c.router,
+                dense,
+                graph,
+                self.encoder,
+                self.rewriter(),
+                self.answerer(),
+                others,
+                kway=kw.router if kw else None,
             )
             self._adapter_key = key
         return self._adapter

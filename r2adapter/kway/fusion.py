@@ -1,0 +1,31 @@
+"""`fusion`: dense ∪ graph, reciprocal-rank fused — the one composite strategy of the table,
+served by running both retrievers on the one query embedding."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from r2adapter.kway.strategies import rrf
+from r2adapter.retrieve.base import Hit, Retriever
+
+
+class FusionRetriever(Retriever):
+    mode = "fusion"
+
+    def __init__(self, dense: Retriever, graph: Retriever, rrf_k: int = 60, depth: int = 20):
+        self.dense, self.graph, self.rrf_k, self.depth = dense, graph, rrf_k, depth
+
+    def retrieve(self, query: str, k: int = 5, qvec: np.ndarray | None = None) -> list[Hit]:
+        runs = [r.retrieve(query, max(k, self.depth), qvec=qvec) for r in (self.dense, self.graph)]
+        by_id = {h.passage_id: h for run in runs for h in run}
+        fused = rrf([[h.passage_id for h in run] for run in runs], self.rrf_k, max(k, self.depth))
+        score = {
+            pid: sum(
+                1.0 / (self.rrf_k + i + 1)
+                for run in runs
+                for i, h in enumerate(run)
+                if h.passage_id == pid
+            )
+            for pid in fused[:k]
+        }
+        return [Hit(pid, score[pid], by_id[pid].title, by_id[pid].text) for pid in fused[:k]]
