@@ -290,7 +290,8 @@ def _models(args: argparse.Namespace) -> int:
 def _evaluate_kway(args: argparse.Namespace) -> int:
     from r2adapter import steps
 
-    r = steps.evaluate_kway(args.dataset, args.protocol, args.budget)
+    two_way = tuple(args.routers.split(",")) if args.routers is not None else None
+    r = steps.evaluate_kway(args.dataset, args.protocol, args.budget, two_way=two_way)
     if _emit(args, r):
         return 0
     print(
@@ -568,6 +569,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=None,
         help="k-way cost budget in [0, 1] (default: kway.budget in params.yaml)",
+    )
+    eo.add_argument(
+        "--routers",
+        default=None,
+        metavar="LIST",
+        help="the two-way routers trained per fold beside kway (comma-separated; default: "
+        "all of them; '' for none)",
     )
     eo.add_argument("--json", action="store_true")
     eo.set_defaults(func=_evaluate_routing)

@@ -101,14 +101,24 @@ def promote(kind: str = "r2a", dataset: str | None = None) -> PromoteResult:
 
 
 def evaluate_kway(
-    dataset: str, protocol: str = "cv5", budget: float | None = None, save: bool = True
+    dataset: str,
+    protocol: str = "cv5",
+    budget: float | None = None,
+    save: bool = True,
+    two_way: Sequence[str] | None = None,
 ) -> dict[str, object]:
     """Every router and strategy on the quality–cost plane (`r2a evaluate routing
     --protocol`); saved (JSON and plot under benchmarks/results/) and logged to MLflow."""
     from r2adapter.kway.evaluate import kway_report
 
     name = dataset_name(dataset)
-    report = kway_report(name, protocol, budget)
+    from r2adapter.route.kinds import TRAINED_ROUTERS
+
+    kinds = tuple(TRAINED_ROUTERS) if two_way is None else tuple(k for k in two_way if k)
+    unknown = [k for k in kinds if k not in TRAINED_ROUTERS]
+    if unknown:
+        raise R2AError(f"unknown router {unknown[0]!r}: choose among {', '.join(TRAINED_ROUTERS)}")
+    report = kway_report(name, protocol, budget, two_way=kinds)
     if save:
         from r2adapter.kway.tracking import save_and_log
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from r2adapter.config import KwayParams, kway_params
+from r2adapter.config import KwayParams, kway_params, router_params
 from r2adapter.errors import R2AError
 from r2adapter.evaluate.folds import N_FOLDS, fold_of, fold_roles
 from r2adapter.kway.cascade import Costs, choose, cost_cap, search_thresholds
@@ -78,25 +78,38 @@ def _features(dataset: str, names: Sequence[str], labels: Sequence[StrategyLabel
 
 
 def _time_kway(router: KwayRouter, labels: Sequence[StrategyLabel], qv: np.ndarray) -> np.ndarray:
-    """Routing alone, one query at a time, on the embedding the retrievers compute anyway."""
+    """Routing alone, one query at a time, on the embedding the retrievers compute anyway,
+    on one BLAS thread as the service runs it (R2A_MODEL_THREADS)."""
+    from threadpoolctl import threadpool_limits
+
     router.decide([labels[0].question], qv[:1])  # warm-up
     out = np.zeros(len(labels))
-    for i, lab in enumerate(labels):
-        t = time.perf_counter()
-        router.decide([lab.question], qv[i : i + 1])
-        out[i] = (time.perf_counter() - t) * 1000
+    with threadpool_limits(_model_threads()):
+        for i, lab in enumerate(labels):
+            t = time.perf_counter()
+            router.decide([lab.question], qv[i : i + 1])
+            out[i] = (time.perf_counter() - t) * 1000
     return out
+
+
+def _model_threads() -> int:
+    import os
+
+    return max(1, int(os.environ.get("R2A_MODEL_THREADS", "1")))
 
 
 def _time_two_way(
     decide: Callable[[str, np.ndarray], bool], labels: Sequence[StrategyLabel], qv: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
+    from threadpoolctl import threadpool_limits
+
     decide(labels[0].question, qv[:1])
     graph, ms = np.zeros(len(labels), dtype=bool), np.zeros(len(labels))
-    for i, lab in enumerate(labels):
-        t = time.perf_counter()
-        graph[i] = decide(lab.question, qv[i : i + 1])
-        ms[i] = (time.perf_counter() - t) * 1000
+    with threadpool_limits(_model_threads()):
+        for i, lab in enumerate(labels):
+            t = time.perf_counter()
+            graph[i] = decide(lab.question, qv[i : i + 1])
+            ms[i] = (time.perf_counter() - t) * 1000
     return graph, ms
 
 
@@ -235,9 +248,17 @@ def kway_report(
     p_eval = kway_params(strategies=tuple(names), budget=p.budget)
     table = strategy_table(names)
     kway_cols = [names.index(s) for s in p.strategies]
-    labels = read_strategy_labels(dataset, p_eval)
-    m = outcome_matrix(labels, table)
-    qv = _embed(labels)
+    all_labels = read_strategy_labels(dataset, p_eval)
+    m_all = outcome_matrix(all_labels, table)
+    qv_all = _embed(all_labels)
+    x_all = _features(dataset, p.features, all_labels, qv_all)
+    splits = np.array([lab.split for lab in all_labels])
+    rows = np.where(splits == "test")[0] if protocol == "test" else np.arange(len(all_labels))
+    if not len(rows):
+        raise R2AError(f"{dataset}: no labelled queries in the test split")
+    labels = [all_labels[i] for i in rows]
+    m = {k: v[rows] for k, v in m_all.items()}
+    qv, x = qv_all[rows], x_all[rows]
     notes: list[str] = []
     routers: dict[str, dict[str, Any]] = {}
     zero = np.zeros(len(labels))
@@ -247,41 +268,42 @@ def kway_report(
     # the k-way router's heads see only the configured strategies' columns
     mk = {k: v[:, kway_cols] if v.ndim == 2 else v for k, v in m.items()}
     tk = [table[j] for j in kway_cols]
-    x = _features(dataset, p.features, labels, qv)
-    folds = np.array([fold_of(lab.query_id) for lab in labels])
     frontier: list[dict[str, Any]] = []
     chosen: dict[str, np.ndarray] = {}
     ablation: dict[str, Any] = {}
     if protocol == "cv5":
+        folds = np.array([fold_of(lab.query_id) for lab in labels])
         choice_k, per_budget, fold_routers = _oof_kway(x, mk, folds, tk, p, dataset, BUDGETS)
         lat = _time_kway(fold_routers[0].bind(dataset, _graphs()), labels, qv)
-        choice = np.array([kway_cols[c] for c in choice_k])
-        routers["kway"] = router_figures(choice, lat, m, table)
-        chosen["kway"] = choice
         for b, ch in per_budget.items():
             fig = router_figures(np.array([kway_cols[c] for c in ch]), lat, m, table)
-            frontier.append(
-                {
-                    "budget": b,
-                    **{
-                        k: fig[k]
-                        for k in ("recall", "fcr", "mean_ms", "mean_passages", "graph_usage")
-                    },
-                }
-            )
+            keep = ("recall", "fcr", "mean_ms", "mean_passages", "graph_usage")
+            frontier.append({"budget": b, **{k: fig[k] for k in keep}})
         if ablate:
             ablation = _ablation(dataset, labels, qv, mk, folds, tk, p)
-        records = {r.query_id: r for r in db_labels(dataset, label_params().rule, None)}
-        for kind in two_way:
-            try:
+    else:
+        mk_all = {k: v[:, kway_cols] if v.ndim == 2 else v for k, v in m_all.items()}
+        kr = _served_kway(dataset, p, protocol, x_all, mk_all, splits, tk, notes)
+        if protocol == "all":
+            kr = calibrate_kway(kr, x, p.budget if budget is None else budget, p, notes)
+        kr.bind(dataset, _graphs())
+        lat = _time_kway(kr, labels, qv)
+        choice_k = choose(kr.probs(x), kr.tau, kr.order, kr.fallback_ix)
+    choice = np.array([kway_cols[c] for c in choice_k])
+    routers["kway"] = router_figures(choice, lat, m, table)
+    chosen["kway"] = choice
+    records = {r.query_id: r for r in db_labels(dataset, label_params().rule, None)}
+    for kind in two_way:
+        try:
+            if protocol == "cv5":
                 graph = _two_way_oof(kind, dataset, labels, records)
                 lat2 = _two_way_latency(kind, dataset, labels, qv, notes)
-                chosen[kind] = _two_way_choice(graph, table)
-                routers[kind] = router_figures(chosen[kind], lat2, m, table)
-            except R2AError as e:
-                notes.append(f"{kind}: {e}")
-    else:
-        raise R2AError(f"protocol {protocol} is not implemented yet")
+            else:
+                graph, lat2 = _two_way_champion(kind, dataset, labels, qv, protocol, notes)
+            chosen[kind] = _two_way_choice(graph, table)
+            routers[kind] = router_figures(chosen[kind], lat2, m, table)
+        except R2AError as e:
+            notes.append(f"{kind}: {e}")
     ner_graph, ner_ms = _ner(labels, qv)
     routers["ner"] = router_figures(_two_way_choice(ner_graph, table), ner_ms, m, table)
     routers["oracle"] = router_figures(_oracle(m, table, kway_cols), zero, m, table)
@@ -298,6 +320,67 @@ def kway_report(
         "paired": _paired(chosen, m, table, routers),
         "notes": notes,
     }
+
+
+def _served_kway(dataset, p, protocol, x, mk, splits, tk, notes) -> KwayRouter:
+    """The registered k-way champion; for the test split, when there is none (or it was
+    trained over another strategy table), one trained here on train with τ from val."""
+    from r2adapter.kway.registry import load_kway
+
+    try:
+        router, version = load_kway("champion")
+        if tuple(router.cfg.strategies) == tuple(p.strategies) and tuple(
+            router.cfg.features
+        ) == tuple(p.features):
+            notes.append(f"kway: the registered champion v{version}")
+            return router
+        why = "the champion was trained over another strategy table or features"
+    except R2AError as e:
+        why = str(e)
+    if protocol == "all":
+        raise R2AError(f"kway: {why}: `--protocol all` serves the registered champion")
+    notes.append(f"kway: trained here on the train split ({why})")
+    tr, va = np.where(splits == "train")[0], np.where(splits == "val")[0]
+    return _fit(x, mk, tr, va, tk, p, dataset)
+
+
+def calibrate_kway(
+    router: KwayRouter, x: np.ndarray, budget: float, p: KwayParams, notes: list[str]
+) -> KwayRouter:
+    """Label-free: every threshold shifted by one δ until the corpus's own questions, priced
+    at the strategies' mean costs the router was trained with, meet the cost budget (the
+    largest expected cost within it; the passage budget too)."""
+    probs = router.probs(x)
+    mean_ms = np.asarray(router.cfg.mean_ms)
+    mean_ps = np.asarray(router.cfg.mean_passages)
+    cap = cost_cap(mean_ms, budget)
+    best: tuple[float, float] | None = None
+    for delta in np.round(np.arange(-0.9, 0.91, 0.02), 4):
+        tau = np.clip(router.tau + delta, 0.0, 1.0)
+        ch = choose(probs, tau, router.order, router.fallback_ix)
+        ms, ps = float(mean_ms[ch].mean()), float(mean_ps[ch].mean())
+        if ms <= cap + 1e-9 and ps <= p.max_passages + 1e-9 and (best is None or ms > best[1]):
+            best = (float(delta), ms)
+    if best is None:
+        notes.append("kway: no threshold shift meets the budget; the trained thresholds kept")
+        return router
+    notes.append(f"kway: thresholds shifted by {best[0]:+.2f} (label-free, budget {budget})")
+    return router.with_thresholds(np.clip(router.tau + best[0], 0.0, 1.0))
+
+
+def _two_way_champion(kind, dataset, labels, qv, protocol, notes):
+    """A registered two-way champion's decisions, timed; on `all`, τ calibrated label-free to
+    its graph budget on the corpus's own questions."""
+    from r2adapter.registry.models import load_router
+    from r2adapter.route.kinds import TRAINED_ROUTERS
+
+    router, version = load_router(kind, "champion")
+    router.bind(dataset, _graphs())
+    if protocol == "all":
+        usage = router_params(TRAINED_ROUTERS[kind].backbone).max_graph_usage
+        tau = router.calibrate([lab.question for lab in labels], usage, qv)
+        notes.append(f"{kind}: champion v{version}, τ calibrated to {tau:.3f} (usage {usage})")
+    return _time_two_way(lambda q, v: bool(router.decide([q], v).graph[0]), labels, qv)
 
 
 def _graphs():

@@ -26,10 +26,10 @@ from scipy.sparse.csgraph import reverse_cuthill_mckee
 from r2adapter.retrieve.ppr_local import ForwardPush
 
 # reverse Cuthill–McKee only up to this many nodes: scipy's ordering grows about
-# quadratically (synthetic graphs of 2Wiki's shape: 0.5 s at 86k nodes, 11 s at 429k), while
-# what it buys, locality in the exact solver's products, is a constant factor; above it the
-# nodes keep the index's order (each passage's new entities numbered together)
-RCM_MAX_NODES = 200_000
+# quadratically (synthetic graphs of 2Wiki's shape: 0.5 s at 86k nodes, 4.5 s at 171k, 11 s
+# at 429k), while what it buys, locality in the exact solver's products, is a constant
+# factor; above it the nodes keep the index's order (a passage's new entities together)
+RCM_MAX_NODES = 100_000
 
 
 @dataclass(frozen=True)
