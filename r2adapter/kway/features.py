@@ -46,6 +46,8 @@ class KwayFeatures:
 
     def __call__(self, questions: Sequence[str], qvecs: np.ndarray) -> np.ndarray:
         qvecs = np.asarray(qvecs, dtype=np.float32).reshape(len(questions), -1)
+        if not len(questions):
+            return np.zeros((0, width(self.names, qvecs.shape[1])), dtype=np.float32)
         parts: list[np.ndarray] = []
         needs_scores = any(n != "query_embedding" for n in self.names)
         if needs_scores and len(questions):
@@ -55,7 +57,8 @@ class KwayFeatures:
             top = np.argpartition(-scores, depth - 1, axis=1)[:, :depth]
             top_scores = np.take_along_axis(scores, top, axis=1)
             order = np.argsort(-top_scores, axis=1)
-            top, top_scores = (np.take_along_axis(a, order, axis=1) for a in (top, top_scores))
+            top = np.take_along_axis(top, order, axis=1)
+            top_scores = np.take_along_axis(top_scores, order, axis=1)
         for name in self.names:
             if name == "query_embedding":
                 parts.append(qvecs)
