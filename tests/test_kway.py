@@ -1,0 +1,245 @@
+"""The cost-aware router over every strategy (r2adapter/kway): the strategy table, the
+cascade and its search on known answers, the heads learning a planted signal, and the whole
+path on a real index: per-strategy labels, train → register → promote, the cv5 report and
+the service routing with it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from r2adapter.config import kway_params
+from r2adapter.errors import R2AError
+from r2adapter.kway.cascade import Costs, choose, cost_cap, fallback_index, search_thresholds
+from r2adapter.kway.evaluate import hull_at, paired_interval, upper_hull
+from r2adapter.kway.labels import read_strategy_labels
+from r2adapter.kway.model import KwayRouter, fit_kway
+from r2adapter.kway.strategies import delivered, parse_strategy, rrf, strategy_table
+from tests.conftest import run_cli, serving, train_champion
+
+# -- unit: no Postgres, no server ------------------------------------------------------------
+
+
+@pytest.mark.unit
+def test_a_strategy_over_a_missing_retriever_is_one_line() -> None:
+    with pytest.raises(R2AError, match="'nosuch' which does not exist|does not exist"):
+        strategy_table(["dense@5", "nosuch@5"])
+    with pytest.raises(R2AError, match="<retriever>@<k>"):
+        parse_strategy("graph@0")
+    s = parse_strategy("fusion@8")
+    assert s.bases == ("dense", "graph") and s.k == 8 and s.graph_side
+    assert not parse_strategy("dense@3").graph_side
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("budget", [-0.1, 1.5])
+def test_a_budget_outside_0_1_is_refused(budget: float) -> None:
+    with pytest.raises(R2AError, match=r"kway.budget must be in \[0, 1\]"):
+        kway_params(budget=budget)
+
+
+@pytest.mark.unit
+def test_rrf_and_prefixes() -> None:
+    # a: 1/61 + 1/63 = .032266 just beats b: 2/62 = .032258; c and d are in one list only
+    fused = rrf([["a", "b", "c"], ["d", "b", "a"]], rrf_k=60, depth=10)
+    assert fused == ["a", "b", "d", "c"]
+    rankings = {"dense": ["a", "b", "c"], "graph": ["d", "b", "a"]}
+    assert delivered(parse_strategy("dense@2"), rankings) == ["a", "b"]
+    assert delivered(parse_strategy("fusion@2"), rankings) == fused[:2]
+
+
+@pytest.mark.unit
+def test_the_cascade_takes_the_cheapest_confident_head_else_the_fallback() -> None:
+    probs = np.array([[0.9, 0.9, 0.1], [0.2, 0.8, 0.1], [0.1, 0.1, 0.1]])
+    tau = np.array([0.5, 0.5, 0.5])
+    order = np.array([2, 0, 1])  # strategy 2 is the cheapest, then 0, then 1
+    assert choose(probs, tau, order, fallback=1).tolist() == [0, 1, 1]
+    assert choose(probs, np.array([0.95, 0.5, 0.05]), order, fallback=0).tolist() == [2, 2, 2]
+    assert fallback_index(np.array([0.5, 0.9, 0.8]), np.array([5, 8, 5]), 5.0) == 2
+    assert cost_cap(np.array([10.0, 30.0, 50.0]), 0.5) == 30.0
+
+
+@pytest.mark.unit
+def test_the_threshold_search_meets_the_budget_and_uses_the_signal() -> None:
+    rng = np.random.default_rng(0)
+    n = 400
+    hard = rng.random(n) < 0.4  # the cheap strategy fails on hard queries only
+    recall = np.stack([np.where(hard, 0.0, 1.0), np.ones(n)], axis=1)
+    ms = np.tile([10.0, 50.0], (n, 1))
+    passages = np.full((n, 2), 5.0)
+    probs = np.stack([np.where(hard, 0.2, 0.9) + rng.normal(0, 0.05, n), np.full(n, 0.5)], 1)
+    c = Costs(recall, ms, passages)
+    grid = np.round(np.arange(0.05, 0.96, 0.05), 2)
+    tau, score, ok = search_thresholds(probs, c, np.array([0, 1]), 1, 40.0, 5.0, grid, 0.75)
+    picked = choose(probs, tau, np.array([0, 1]), 1)
+    assert ok and score == pytest.approx(1.0)  # every hard query → the expensive strategy
+    assert (picked[hard] == 1).all() and ms[np.arange(n), picked].mean() <= 40.0
+    # a cap below what the signal needs: the search stays within it and loses recall
+    tau, score, ok = search_thresholds(probs, c, np.array([0, 1]), 1, 15.0, 5.0, grid, 0.75)
+    picked = choose(probs, tau, np.array([0, 1]), 1)
+    assert ok and ms[np.arange(n), picked].mean() <= 15.0 and score < 1.0
+
+
+@pytest.mark.unit
+def test_the_heads_learn_a_planted_signal_and_survive_save_load(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    n, d = 300, 8
+    x = rng.normal(size=(n, d)).astype(np.float32)
+    hard = x[:, 0] > 0.3
+    suitable = np.stack([~hard, np.ones(n, dtype=bool)], axis=1)
+    recall = suitable.astype(float)
+    c = Costs(recall, np.tile([10.0, 50.0], (n, 1)), np.full((n, 2), 5.0))
+    p = kway_params(strategies=("dense@5", "graph@5"), features=("query_embedding",), budget=0.8)
+    tr, va, te = np.arange(0, 200), np.arange(200, 250), np.arange(250, 300)
+
+    def rows(r: np.ndarray) -> Costs:
+        return Costs(c.recall[r], c.ms[r], c.passages[r])
+
+    router, hist = fit_kway(x[tr], suitable[tr], x[va], rows(va), rows(tr), p.strategies, p)
+    assert hist.best_step > 0 and router.cfg.fallback == "graph@5"
+    ch = choose(router.probs(x[te]), router.tau, router.order, router.fallback_ix)
+    assert recall[te][np.arange(len(te)), ch].mean() >= 0.9  # routed, not always one
+    assert 0.2 < (ch == 0).mean() < 0.9
+    router.save(tmp_path / "r")
+    again = KwayRouter.load(tmp_path / "r")
+    assert np.allclose(again.probs(x[te]), router.probs(x[te]))
+    with pytest.raises(R2AError, match="not a saved k-way router"):
+        KwayRouter.load(tmp_path / "missing")
+
+
+@pytest.mark.unit
+def test_a_label_file_from_before_the_strategy_table_asks_for_a_relabel(
+    tmp_path: Path,
+) -> None:
+    old = tmp_path / "old.jsonl"
+    old.write_text(json.dumps({"query_id": "q", "dense_top": [], "graph_top": []}) + "\n")
+    with pytest.raises(R2AError, match="relabel|r2a label"):
+        read_strategy_labels("x", path=old)
+    with pytest.raises(R2AError, match="no strategy labels"):
+        read_strategy_labels("x", path=tmp_path / "none.jsonl")
+
+
+@pytest.mark.unit
+def test_hull_and_paired_interval() -> None:
+    hull = upper_hull([(10, 0.5), (40, 0.8), (50, 0.81), (20, 0.55)])
+    assert hull[0] == (10, 0.5) and hull[-1] == (50, 0.81)
+    assert hull_at(hull, 25) == pytest.approx(0.5 + 0.3 * 15 / 30)
+    assert hull_at(hull, 5) == float("-inf")
+    a, b = np.array([1.0] * 50 + [0.0] * 50), np.array([0.0] * 100)
+    r = paired_interval(a, b)
+    assert r["diff"] == pytest.approx(0.5) and r["ci95"][0] > 0.3
+
+
+# -- integration: a real index, registry and service ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def kway_env(
+    mini_indexed: str, pg_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, str]:
+    """The mini index labelled (two-way and per strategy), a two-way champion, and a k-way
+    router trained, registered and promoted, in a registry of its own."""
+    tmp = tmp_path_factory.mktemp("kway")
+    env = {
+        **pg_env,
+        "MLFLOW_TRACKING_URI": f"sqlite:///{tmp}/mlflow.db",
+        "R2A_SERVE_DATASET": "musmini",
+        "R2A_CHAMPION_POLL_S": "1",
+    }
+    train_champion(mini_indexed, env)  # r2a label writes the strategy labels too
+    report = tmp / "train.json"
+    r = run_cli(["train", "--dataset", "musmini", "--router", "kway", "--report", str(report)], env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(report.read_text())["version"] == "1"
+    r = run_cli(["promote", "--router", "kway"], env)
+    assert r.returncode == 0 and "promoted" in r.stdout, r.stderr[-2000:]
+    return env
+
+
+def test_strategy_labels_on_a_real_index(kway_env: dict[str, str]) -> None:
+    path = Path(kway_env["R2A_HOME"]) / "labels" / "musmini.strategies.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    table = kway_params().strategies
+    assert len(rows) >= 50 and set(rows[0]["strategies"]) == set(table)
+    for row in rows:
+        assert set(row["rankings"]) == {"dense", "graph", "catrag"}
+        assert row["ms"]["graph"] > 0 and row["ms"]["embed"] > 0
+        best = max(s["recall"] for s in row["strategies"].values())
+        assert row["suitable"] and all(
+            row["strategies"][n]["recall"] == best for n in row["suitable"]
+        )
+        for name, s in row["strategies"].items():
+            assert len(s["passages"]) <= int(name.split("@")[1])
+            assert 0 <= s["recall"] <= 1 and s["tokens"] > 0
+    # every k of one retriever is a prefix of one ranking
+    r0 = rows[0]
+    assert r0["strategies"]["graph@3"]["passages"] == r0["strategies"]["graph@8"]["passages"][:3]
+
+
+def test_cv5_report_names_every_router_and_strategy(kway_env: dict[str, str]) -> None:
+    r = run_cli(
+        ["evaluate", "routing", "--dataset", "musmini", "--protocol", "cv5", "--routers",
+         "r2a_embed", "--json"],
+        kway_env,
+        timeout=900,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    rep = json.loads(r.stdout.strip().splitlines()[-1])
+    assert rep["protocol"] == "cv5" and rep["n_queries"] >= 50
+    routers = rep["routers"]
+    for name in ("kway", "r2a_embed", "ner", "oracle", "always_graph@5", "always_dense@5"):
+        assert name in routers, name
+    keys = {"recall", "fcr", "mean_passages", "mean_tokens", "mean_ms", "graph_usage", "share"}
+    for name, m in routers.items():
+        assert keys | {"latency_ms_p50"} <= set(m), name
+        assert abs(sum(m["share"].values()) - 1) < 1e-9
+    # the oracle reaches every query's best recall, so no router or strategy beats it
+    assert all(m["recall"] <= routers["oracle"]["recall"] + 1e-9 for m in routers.values())
+    assert routers["always_graph@5"]["share"] == {"graph@5": 1.0}
+    assert len(rep["frontier"]) == 11 and "all" in rep["ablation"]
+    assert (Path(kway_env["R2A_HOME"]) / "benchmarks/results/kway_musmini_cv5.png").is_file()
+
+
+def test_bad_budget_and_unknown_router_are_one_line(kway_env: dict[str, str]) -> None:
+    for args, msg in (
+        (["--protocol", "cv5", "--budget", "1.5"], "--budget must be in [0, 1]"),
+        (["--protocol", "cv5", "--routers", "nosuch"], "unknown router"),
+        (["--budget", "0.5"], "--budget applies to --protocol"),
+    ):
+        r = run_cli(["evaluate", "routing", "--dataset", "musmini", *args], kway_env)
+        assert r.returncode != 0 and msg in r.stderr, r.stderr[-1000:]
+        assert "Traceback" not in r.stderr
+
+
+@pytest.fixture(scope="module")
+def kway_service(
+    kway_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    log = tmp_path_factory.mktemp("kway-svc") / "serve.log"
+    with serving(kway_env, log) as url:
+        yield url
+
+
+def test_the_service_routes_auto_with_the_kway_champion(kway_service: str) -> None:
+    q = {"query": "Who is the father of the director of the film?"}
+    info = httpx.post(f"{kway_service}/info", json={}, timeout=30).json()
+    assert info["routing"] == "kway" and info["kway_version"] == "1", info
+    r = httpx.post(f"{kway_service}/route", json=q, timeout=60)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    table = kway_params().strategies
+    assert body["router"] == "kway" and body["strategy"] in table
+    assert set(body["scores"]) == set(table) and body["k"] == int(body["strategy"].split("@")[1])
+    # not a fallback → the chosen head cleared its threshold
+    assert body["fallback"] or body["scores"][body["strategy"]] >= body["tau"]
+    r = httpx.post(f"{kway_service}/retrieve", json={**q, "mode": "auto"}, timeout=60)
+    assert r.status_code == 200, r.text
+    got = r.json()
+    assert got["strategy"] == body["strategy"] and len(got["passages"]) == got["k"]
+    r = httpx.post(f"{kway_service}/retrieve", json={**q, "mode": "dense", "top_k": 3}, timeout=60)
+    assert r.status_code == 200 and len(r.json()["passages"]) == 3 and r.json()["strategy"] is None
