@@ -18,7 +18,7 @@ Node numbering follows the index: entities 0..E−1, then passages E..E+P−1.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -67,6 +67,12 @@ class SyntheticGraph:
     weight: np.ndarray
     passage_entities: list[np.ndarray]  # per sampled query passage: its entity ids
     entity_passages: np.ndarray  # passages mentioning each entity
+    # facts are the first n_facts edges (src → dst: subject → object); the passage of each
+    fact_passage: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
+
+    @property
+    def n_facts(self) -> int:
+        return int(self.fact_passage.size)
 
     @property
     def n_nodes(self) -> int:
@@ -121,7 +127,7 @@ def synthetic_graph(
     subj = first[f_p] + (rng.random(f_p.size) * new[f_p]).astype(np.int64)
     obj = pe_e[starts[f_p] + (rng.random(f_p.size) * size[f_p]).astype(np.int64)]
     fact_ok = subj != obj
-    subj, obj = subj[fact_ok], obj[fact_ok]
+    subj, obj, f_p = subj[fact_ok], obj[fact_ok], f_p[fact_ok]
     # synonyms: an entity to a popular one
     n_syn = int(round(shape.synonyms * n_passages))
     syn_a = rng.integers(0, n_e, n_syn)
@@ -142,4 +148,5 @@ def synthetic_graph(
         weight,
         [pe_e[starts[i] : starts[i + 1]] for i in sample],
         np.bincount(pe_e, minlength=n_e).astype(np.float64),
+        f_p.astype(np.int32),
     )
