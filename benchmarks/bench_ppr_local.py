@@ -10,7 +10,10 @@ on its edited operator) runs once per configuration, on the same query embedding
   the query embedding given);
 - with `--top-n`, only the top N passages by dense score seeded (graph.passage_seed_top_n),
   under either solver, against every passage seeded: the same figures, with a paired
-  bootstrap 95% interval of the FCR@5 and Recall@5 change.
+  bootstrap 95% interval of the FCR@5 and Recall@5 change;
+- with `--background`, the top N passages seeded exactly and the rest of the passage prior
+  replaced by its mean (a flat background, which PPR's linearity would serve from one
+  precomputed vector), exact solver: what that approximation costs in quality.
 
     .venv/bin/python benchmarks/bench_ppr_local.py                       # 2Wiki, graph + catrag
     .venv/bin/python benchmarks/bench_ppr_local.py --r-max 1e-6,1e-7 --top-n 100,500
@@ -63,6 +66,36 @@ def run(
     return {"top": top, "search_ms": search_ms, "ppr_ms": ppr_ms}
 
 
+def run_background(
+    dataset: str, params: GraphParams, queries: list[Any], vecs: np.ndarray, n: int
+) -> dict[str, Any]:
+    """Graph search (exact solver) with the passage prior kept exactly for the top `n`
+    passages by dense score and flattened to its mean elsewhere: by PPR's linearity that
+    flat background is a constant times one PPR vector precomputed per graph, so a query
+    would need only the top n passages (the approximation's quality, measured here)."""
+    from r2adapter.retrieve.graph import GraphRetriever, run_ppr, seed_graph
+
+    r = GraphRetriever(dataset, params=params, seed_triplets=False)
+    g = r.cache.get(dataset)
+    top: list[list[str]] = []
+    search_ms: list[float] = []
+    for v in tqdm(vecs, desc=f"graph exact top_n={n}+background", unit="q", mininterval=5):
+        t0 = time.perf_counter()
+        s = seed_graph(g, v, params)
+        if s.matched:
+            w = s.reset[g.n_entities :]  # a view: edits the reset
+            rest = np.ones(len(w), dtype=bool)
+            rest[np.argpartition(-w, n - 1)[:n]] = False
+            w[rest] = w[rest].mean()
+            scores = run_ppr(g.transition, s.reset, params)[g.n_entities :]
+        else:
+            scores = g.passage_emb @ v
+        best = np.argsort(-scores, kind="stable")[:K]
+        search_ms.append((time.perf_counter() - t0) * 1e3)
+        top.append([g.passage_ids[i] for i in best])
+    return {"top": top, "search_ms": search_ms, "ppr_ms": []}
+
+
 def paired_ci(a: np.ndarray, b: np.ndarray, rounds: int = 2000) -> list[float]:
     """Paired bootstrap 95% interval of mean(b − a)."""
     rng = np.random.default_rng(0)
@@ -109,6 +142,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mode", action="append", choices=["graph", "catrag"])
     ap.add_argument("--r-max", default="1e-6,1e-7,1e-8", help="local solver thresholds")
     ap.add_argument("--top-n", default="", help="passage_seed_top_n values to try (e.g. 100,500)")
+    ap.add_argument(
+        "--background",
+        default="",
+        help="top N seeded exactly, the rest of the passage prior flat (graph, exact solver)",
+    )
     args = ap.parse_args(argv)
     require_db()
     from r2adapter.data.adapters import dataset_name
@@ -119,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     modes = args.mode or (["graph"] if args.quick else ["graph", "catrag"])
     r_maxes = [float(x) for x in args.r_max.split(",") if x.strip()]
     top_ns = [int(x) for x in args.top_n.split(",") if x.strip()]
+    backgrounds = [int(x) for x in args.background.split(",") if x.strip()]
     queries = stored_queries(dataset)
     if args.quick:
         queries = queries[:100]
@@ -140,6 +179,11 @@ def main(argv: list[str] | None = None) -> int:
                 p = replace(base, ppr_solver=solver, passage_seed_top_n=n)
                 got = run(mode, dataset, p, queries, vecs)
                 rows[f"{solver} top_n={n}"] = figures(got, exact, queries)
+        if mode == "graph":
+            for n in backgrounds:
+                p = replace(base, ppr_solver="exact")
+                got = run_background(dataset, p, queries, vecs, n)
+                rows[f"exact top_n={n}+background"] = figures(got, exact, queries)
         result["modes"][mode] = rows
         head = f"{'R@5':>6} {'FCR@5':>6} {'agree':>6} {'search p50':>10} {'ppr p50':>8}"
         print(f"{mode}: {'config':<24} {head}")
