@@ -32,14 +32,17 @@ class SplitData:
 
 
 def split_data(dataset: str, p: KwayParams) -> SplitData:
-    from r2adapter.kway.evaluate import _embed, _features
+    from r2adapter.index.encoder import get_encoder
+    from r2adapter.kway.features import KwayFeatures
     from r2adapter.kway.labels import outcome_matrix, read_strategy_labels
+    from r2adapter.retrieve.graph_index import GRAPHS
     from r2adapter.kway.strategies import strategy_table
 
     labels = read_strategy_labels(dataset, p)
     m = outcome_matrix(labels, strategy_table(p.strategies))
-    qv = _embed(labels)
-    x = _features(dataset, p.features, labels, qv)
+    questions = [lab.question for lab in labels]
+    qv = get_encoder().encode(questions)
+    x = KwayFeatures(dataset, GRAPHS, p.features)(questions, qv)
     return SplitData(
         x, m, np.array([lab.split for lab in labels]), [lab.question for lab in labels], qv
     )
