@@ -35,8 +35,8 @@ def split_data(dataset: str, p: KwayParams) -> SplitData:
     from r2adapter.index.encoder import get_encoder
     from r2adapter.kway.features import KwayFeatures
     from r2adapter.kway.labels import outcome_matrix, read_strategy_labels
-    from r2adapter.retrieve.graph_index import GRAPHS
     from r2adapter.kway.strategies import strategy_table
+    from r2adapter.retrieve.graph_index import GRAPHS
 
     labels = read_strategy_labels(dataset, p)
     m = outcome_matrix(labels, strategy_table(p.strategies))
