@@ -112,7 +112,7 @@ def _data_load(args: argparse.Namespace) -> int:
 def _index(args: argparse.Namespace) -> int:
     from r2adapter import steps
 
-    r = steps.index(args.dataset, args.openie)
+    r = steps.index(args.dataset, args.openie, adr=True if args.adr else None)
     _emit(args, r.to_report())
     c = r.counts
     what = "new index version" if r.created else "index up to date, nothing rebuilt:"
@@ -496,6 +496,11 @@ def build_parser() -> argparse.ArgumentParser:
     idx.add_argument("--dataset", required=True)
     idx.add_argument("--openie", default="spacy", choices=list(OPENIE_BACKENDS))
     idx.add_argument("--report", help="also write counts and timings as JSON")
+    idx.add_argument(
+        "--adr",
+        action="store_true",
+        help="build ADR's dual hypergraph too (default: params.yaml adr.enabled)",
+    )
     idx.set_defaults(func=_index)
 
     ret = sub.add_parser("retrieve", help="top-k passages for a question")

@@ -450,6 +450,52 @@ class KwayParams:
         _need(self.gamma >= 0 and self.weight_decay >= 0 and self.lr > 0, "kway: bad optimiser")
 
 
+@dataclass(frozen=True)
+class AdrParams:
+    """ADR (params.yaml `adr:`; r2adapter/adr): the dual hypergraph built by `r2a index`, its
+    three traversal operators and the intent router with conservative fallback."""
+
+    enabled: bool = False  # `r2a index` builds the hypergraph too
+    min_hyperedge: int = 3  # |e| ≥ 3: a higher-order factual hyperedge (one sentence's facts)
+    # H_D's deep insight edges: Leiden over insight vertices joined by shared entities (an
+    # entity in more than `max_entity_insights` insights joins none: hubs) and by embedding
+    # kNN (`knn` neighbours at cosine ≥ `knn_threshold`)
+    max_entity_insights: int = 50
+    knn: int = 5
+    knn_threshold: float = 0.6
+    resolution: float = 1.0  # Leiden modularity resolution
+    seed: int = 13
+    narrative_tokens: int = 128  # an extractive narrative: central member insights, ≤ this
+    insight_text: str = "extractive"  # extractive (the source sentence) | llm
+    llm_timeout_s: float = 30.0  # an LLM insight slower than this: the extractive text, counted
+    k_e: int = 5  # ADR eq. 2: entity anchors
+    k_d: int = 3  # ADR eq. 6: deep insight edges matched top-down
+    max_up_edges: int = 5  # eq. 5's edges kept, the most query-similar (bounds the context)
+    fact_tokens: int = 256  # the facts handed to the reader, ≤ this many tokens
+    max_passages: int = 10  # the passages an operator hands the reader, ranked
+    tokenizer: str = ""  # the reader's tokenizer (a transformers name/path); "": the encoder's
+    gamma: float = 0.75  # ADR eq. 1: the class if its confidence ≥ γ, else moderate
+    gammas: tuple[float, ...] = (0.5, 0.65, 0.75, 0.85)  # the fallback-share sensitivity
+    classifier_c: float = 1.0  # inverse L2 strength of the softmax head over the embedding
+
+    def check(self) -> None:
+        for name in ("min_hyperedge", "k_e", "k_d", "max_passages", "narrative_tokens"):
+            v = getattr(self, name)
+            _need(v >= 1, f"adr.{name} must be ≥ 1, not {v}")
+        _need(self.min_hyperedge >= 3, "adr.min_hyperedge must be ≥ 3 (pairs stay facts)")
+        for name in ("max_entity_insights", "knn", "max_up_edges", "fact_tokens"):
+            v = getattr(self, name)
+            _need(v >= 0, f"adr.{name} must be ≥ 0, not {v}")
+        for g in (self.gamma, self.knn_threshold, *self.gammas):
+            _need(0.0 <= g <= 1.0, f"adr: γ and knn_threshold must be in [0, 1], not {g}")
+        _need(
+            self.insight_text in ("extractive", "llm"),
+            f"adr.insight_text must be extractive or llm, not {self.insight_text!r}",
+        )
+        _need(self.resolution > 0 and self.classifier_c > 0, "adr: resolution, classifier_c > 0")
+        _need(self.llm_timeout_s > 0, "adr.llm_timeout_s must be > 0")
+
+
 # ---- the one loader of params.yaml ---------------------------------------------------------
 
 # params.yaml's sections and the dataclass each is read into; `router_<backbone>:` sections
@@ -461,9 +507,17 @@ SECTIONS: dict[str, type] = {
     "label": LabelParams,
     "router": RouterParams,
     "kway": KwayParams,
+    "adr": AdrParams,
 }
 _P = TypeVar(
-    "_P", PipelineParams, EncoderParams, GraphParams, LabelParams, RouterParams, KwayParams
+    "_P",
+    PipelineParams,
+    EncoderParams,
+    GraphParams,
+    LabelParams,
+    RouterParams,
+    KwayParams,
+    AdrParams,
 )
 
 
@@ -553,6 +607,7 @@ class Params:
     router: RouterParams
     routers: dict[str, RouterParams]
     kway: KwayParams
+    adr: AdrParams
 
 
 def load_params() -> Params:
@@ -570,6 +625,7 @@ def load_params() -> Params:
             if name.startswith("router_")
         },
         kway_params(_data=data),
+        adr_params(_data=data),
     )
 
 
@@ -617,3 +673,9 @@ def kway_params(_data: dict[str, Any] | None = None, **overrides: object) -> Kwa
     """KwayParams from params.yaml's `kway:` section, then explicit overrides."""
     data = _params_yaml() if _data is None else _data
     return _section(KwayParams, data, ("kway",), overrides)
+
+
+def adr_params(_data: dict[str, Any] | None = None, **overrides: object) -> AdrParams:
+    """AdrParams from params.yaml's `adr:` section, then explicit overrides."""
+    data = _params_yaml() if _data is None else _data
+    return _section(AdrParams, data, ("adr",), overrides)

@@ -32,11 +32,12 @@ def load(dataset: str) -> LoadResult:
     return _load(load_dataset(dataset))
 
 
-def index(dataset: str, openie: str = "spacy") -> IndexReport:
-    """Embed passages, run OpenIE, build the knowledge graph (docs/architecture.md, step 2)."""
+def index(dataset: str, openie: str = "spacy", adr: bool | None = None) -> IndexReport:
+    """Embed passages, run OpenIE, build the knowledge graph (docs/architecture.md, step 2);
+    with `adr` (None: params.yaml adr.enabled) ADR's dual hypergraph too."""
     from r2adapter.index.build import build_index
 
-    return build_index(dataset, openie)
+    return build_index(dataset, openie, adr=adr)
 
 
 def retrieve(dataset: str, question: str, mode: str = "dense", k: int = 5) -> list[Hit]:

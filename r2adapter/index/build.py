@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from r2adapter.config import graph_params
+from r2adapter.config import adr_params, graph_params
 from r2adapter.data.adapters import load_dataset
 from r2adapter.data.schema import Dataset
 from r2adapter.index.encoder import Encoder, get_encoder
@@ -78,8 +78,13 @@ def _embed_cached(enc: Encoder, kind: str, texts: list[str], log: Log) -> np.nda
     return np.stack([have[t] for t in texts])
 
 
-def build_index(dataset: str, openie: str = "spacy", log: Log = print) -> IndexReport:
+def build_index(
+    dataset: str, openie: str = "spacy", log: Log = print, adr: bool | None = None
+) -> IndexReport:
+    """`adr`: build ADR's dual hypergraph too (None: params.yaml adr.enabled)."""
     params = graph_params()  # params.yaml `graph:`
+    adr_p = adr_params()
+    with_adr = adr_p.enabled if adr is None else adr
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     ds = load_dataset(dataset)
@@ -127,6 +132,16 @@ def build_index(dataset: str, openie: str = "spacy", log: Log = print) -> IndexR
     ).hexdigest()
     latest = gs.latest_version(name)
     if latest is not None and latest.signature == signature:
+        if with_adr:  # the graph is current; only the hypergraph may be missing
+            from r2adapter.adr.build import ensure_hypergraph
+
+            parts = build_parts(ids, extractions)
+            added = ensure_hypergraph(
+                latest.id, signature, passages, extractions, parts.entities,
+                lambda kind, texts: _embed_cached(enc, kind, texts, log), adr_p, log,
+            )  # fmt: skip
+            if added is not None:
+                timings["adr"] = added
         return IndexReport(name, latest.id, False, enc.name, key, latest.counts, timings)
 
     t = time.perf_counter()
@@ -149,10 +164,22 @@ def build_index(dataset: str, openie: str = "spacy", log: Log = print) -> IndexR
         "synonym_edges": len(synonyms),
         "passages_without_facts": sum(not ex.triples for ex in extractions),
     }
+    hyper = None
+    if with_adr:
+        from r2adapter.adr.build import prepare_hypergraph
+
+        t = time.perf_counter()
+        hyper = prepare_hypergraph(
+            [(p.id, p.title, p.text) for p in passages], extractions, parts.entities, ent_emb,
+            lambda kind, texts: _embed_cached(enc, kind, texts, log), signature, adr_p, log,
+        )  # fmt: skip
+        counts.update(hyper.graph.counts())
+        timings["adr"] = time.perf_counter() - t
     t = time.perf_counter()
     version = gs.write_version(
-        name, enc.name, enc.dim, key, signature, parts, synonyms, counts, timings
-    )
+        name, enc.name, enc.dim, key, signature, parts, synonyms, counts, timings,
+        also=hyper.writer() if hyper else None,
+    )  # fmt: skip
     timings["write"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - t0
     gs.update_timings(version, timings)

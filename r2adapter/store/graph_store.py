@@ -4,7 +4,7 @@ transaction, read the latest version back."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -198,8 +198,10 @@ def write_version(
     synonyms: Sequence[tuple[int, int, float]],
     counts: dict[str, int],
     timings: dict[str, float],
+    also: Callable[[psycopg.Connection, int], None] | None = None,
 ) -> int:
-    """One transaction: the version row and all its graph rows, or nothing."""
+    """One transaction: the version row and all its graph rows, or nothing. `also` writes
+    more rows of the version (ADR's hypergraph) inside the same transaction."""
     with connection() as conn, conn.transaction():
         ensure_hnsw_index(conn, dataset, encoder, dim)
         row = conn.execute(
@@ -240,6 +242,8 @@ def write_version(
                 "synonym_edges (index_version, a, b, score)",
                 ((vid, a, b, s) for a, b, s in synonyms),
             )
+        if also is not None:
+            also(conn, vid)
     return int(vid)
 
 
