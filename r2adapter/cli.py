@@ -338,6 +338,37 @@ def _evaluate_routing(args: argparse.Namespace) -> int:
     return 0
 
 
+def _adr(args: argparse.Namespace) -> int:
+    """`r2a adr label|retrieve` (r2adapter/adr, docs/adr.md)."""
+    if args.adr_command == "label":
+        from r2adapter.adr.labels import write_labels
+
+        r = write_labels(args.dataset)
+        if _emit(args, r):
+            return 0
+        print(f"{r['dataset']}: {r['n_queries']} queries labelled -> {r['path']}")
+        for op, m in r["operators"].items():
+            print(
+                f"  {op:<9} R@5 {m['recall']:.3f}  FCR@5 {m['fcr']:.3f}  passages "
+                f"{m['mean_passages']:.1f}  tokens {m['mean_tokens']:.0f}  ms {m['mean_ms']:.1f}"
+            )
+        print("  classes: " + ", ".join(f"{k} {v:.2f}" for k, v in r["classes"].items()))
+        return 0
+    from r2adapter.adr.service import answer
+
+    r = answer(args.dataset, args.question, args.operator)
+    if _emit(args, r):
+        return 0
+    print(f"{r['operator']} ({r['decision']}): {r['tokens']} tokens, {r['ms']:.1f} ms")
+    for fact in r["facts"]:
+        print(f"  fact: {fact}")
+    for story in r["insights"]:
+        print(f"  insight: {story}")
+    for h in r["passages"]:
+        print(f"  {h['score']:.3f}  {h['title']}")
+    return 0
+
+
 def _serve(args: argparse.Namespace) -> int:
     """Replace this process with `bentoml serve` (signals reach the server directly)."""
     import shutil
@@ -584,6 +615,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     eo.add_argument("--json", action="store_true")
     eo.set_defaults(func=_evaluate_routing)
+
+    adr = sub.add_parser("adr", help="ADR: the hypergraph operators and their labels")
+    asub = adr.add_subparsers(dest="adr_command", required=True)
+    al = asub.add_parser("label", help="every operator on every complete-gold query")
+    al.add_argument("--dataset", required=True)
+    al.add_argument("--json", action="store_true")
+    al.set_defaults(func=_adr)
+    aq = asub.add_parser("retrieve", help="one question through an operator or the router")
+    aq.add_argument("--dataset", required=True)
+    aq.add_argument("--operator", default="route", help="simple | moderate | complex | route")
+    aq.add_argument("--json", action="store_true")
+    aq.add_argument("question")
+    aq.set_defaults(func=_adr)
 
     lab = sub.add_parser("label", help="annotate the router's training corpus")
     lab.add_argument("--dataset", required=True)

@@ -159,18 +159,23 @@ def communities(
     return out, centrality
 
 
-def narrative(
-    members: Sequence[int], texts: Sequence[str], tokens: Sequence[int], budget: int
-) -> str:
-    """The extractive narrative of a deep insight edge: its members' insights in order of
-    centrality while they fit `budget` tokens (the first always)."""
+def narrative_members(members: Sequence[int], tokens: Sequence[int], budget: int) -> list[int]:
+    """The members an extractive narrative shows: in order of centrality while they fit
+    `budget` tokens (the first always)."""
     chosen, used = [], 0
     for v in members:
         if chosen and used + tokens[v] > budget:
             break
-        chosen.append(texts[v])
+        chosen.append(v)
         used += tokens[v]
-    return " ".join(chosen)
+    return chosen
+
+
+def narrative(
+    members: Sequence[int], texts: Sequence[str], tokens: Sequence[int], budget: int
+) -> str:
+    """The extractive narrative of a deep insight edge (its most central insights)."""
+    return " ".join(texts[v] for v in narrative_members(members, tokens, budget))
 
 
 @dataclass

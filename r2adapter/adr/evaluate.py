@@ -1,0 +1,174 @@
+"""ADR in `r2a evaluate routing --protocol cv5|test`: the router `adr` (trained softmax head,
+γ fallback to moderate) beside the frozen operators `always_adr_<operator>`, with the field
+names of the routing report (r2adapter/kway/evaluate.py `router_figures`), computed from the
+ADR labels on exactly the report's queries.
+
+- cv5: the head is trained out of fold (r2adapter/evaluate/folds.py `fold_of`): in fold k
+  on every other fold, scored on fold k.
+- test: trained on the train and val splits, scored on the test split.
+- all: needs a head trained on another corpus; not built: the frozen operators only, noted.
+
+A router's `mean_ms` is the operator's (query embedding included, as labelled) plus the
+head's own measured latency, one query at a time on one BLAS thread.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from r2adapter.adr.labels import AdrLabel, read_adr_labels
+from r2adapter.adr.operators import OPERATORS
+from r2adapter.adr.router import Decision, SoftmaxHead, decide, fallback_share, fit_head
+from r2adapter.config import AdrParams, adr_params
+from r2adapter.errors import R2AError
+from r2adapter.evaluate.folds import N_FOLDS, fold_of
+
+
+def figures(labels: Sequence[AdrLabel], chosen: Sequence[str], route_ms: np.ndarray,
+            share_of: Sequence[str] | None = None) -> dict[str, Any]:  # fmt: skip
+    """The routing report's fields for operator `chosen[i]` on query i; `share_of[i]` is
+    what the share counts (the class, or `fallback`)."""
+    outs = [lab.outcomes[c] for lab, c in zip(labels, chosen, strict=True)]
+    keys = list(share_of if share_of is not None else chosen)
+    share = {k: keys.count(k) / len(keys) for k in dict.fromkeys(keys)}
+    return {
+        "recall": float(np.mean([o.recall for o in outs])),
+        "fcr": float(np.mean([o.full for o in outs])),
+        "mean_passages": float(np.mean([len(o.passages) for o in outs])),
+        "mean_tokens": float(np.mean([o.tokens for o in outs])),
+        "mean_ms": float(np.mean([o.ms for o in outs]) + np.mean(route_ms)),
+        "graph_usage": 1.0,  # every operator walks the hypergraph
+        "share": share,
+        "latency_ms_p50": float(np.median(route_ms)),
+    }
+
+
+def _time_head(head: SoftmaxHead, x: np.ndarray, gamma: float) -> np.ndarray:
+    from threadpoolctl import threadpool_limits
+
+    decide(head.probs(x[:1]), gamma)  # warm-up
+    out = np.zeros(len(x))
+    with threadpool_limits(1):
+        for i in range(len(x)):
+            t = time.perf_counter()
+            decide(head.probs(x[i : i + 1]), gamma)
+            out[i] = (time.perf_counter() - t) * 1000
+    return out
+
+
+def out_of_fold(
+    labels: Sequence[AdrLabel], x: np.ndarray, p: AdrParams
+) -> tuple[np.ndarray, SoftmaxHead]:
+    """(n, 3) class probabilities, each fold's from a head trained on the other folds."""
+    folds = np.array([fold_of(lab.query_id) for lab in labels])
+    probs = np.zeros((len(labels), 3))
+    head = None
+    for k in range(N_FOLDS):
+        test = folds == k
+        if not test.any():
+            continue
+        train = ~test
+        if not train.any():
+            raise R2AError("cv5 needs labelled queries in more than one fold")
+        head = fit_head(
+            x[train], [labels[i].label for i in np.where(train)[0]], p.classifier_c, p.seed
+        )
+        probs[test] = head.probs(x[test])
+    assert head is not None
+    return probs, head
+
+
+def adr_routers(
+    dataset: str,
+    protocol: str,
+    query_ids: Sequence[str],
+    p: AdrParams | None = None,
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Rows `adr`, `always_adr_<operator>` and `adr_oracle` on the report's queries, and
+    notes (queries without ADR labels, the fallback share at each γ of adr.gammas). On
+    `test` the head trains on the labels' own train and val splits (the same hash)."""
+    from r2adapter.index.encoder import get_encoder
+
+    p = p or adr_params()
+    by_id = {lab.query_id: lab for lab in read_adr_labels(dataset)}
+    notes: list[str] = []
+    labels = [by_id[q] for q in query_ids if q in by_id]
+    missing = len(query_ids) - len(labels)
+    if missing:
+        notes.append(
+            f"adr: {missing} of the report's {len(query_ids)} queries have no ADR labels "
+            f"(figures on the other {len(labels)}): run `r2a adr label --dataset {dataset}`"
+        )
+    if not labels:
+        raise R2AError(
+            f"no ADR labels for the report's queries: run `r2a adr label --dataset {dataset}`"
+        )
+    rows: dict[str, dict[str, Any]] = {}
+    zero = np.zeros(len(labels))
+    for op in OPERATORS:
+        rows[f"always_adr_{op}"] = figures(labels, [op] * len(labels), zero)
+    rows["adr_oracle"] = figures(labels, [lab.label for lab in labels], zero)
+    x = get_encoder().encode([lab.question for lab in labels])
+    if protocol == "cv5":
+        probs, head = out_of_fold(labels, x, p)
+    elif protocol == "test":
+        held = set(query_ids)
+        train = [lab for lab in by_id.values() if lab.split != "test" and lab.query_id not in held]
+        if not train:
+            raise R2AError("no labelled train/val queries to train the ADR head on")
+        xt = get_encoder().encode([lab.question for lab in train])
+        head = fit_head(xt, [lab.label for lab in train], p.classifier_c, p.seed)
+        probs = head.probs(x)
+    else:
+        notes.append(
+            f"adr: protocol {protocol} needs a head trained on another corpus (not built): "
+            "the frozen operators only"
+        )
+        return rows, notes
+    ds: list[Decision] = decide(probs, p.gamma)
+    route_ms = _time_head(head, x, p.gamma)
+    rows["adr"] = figures(
+        labels,
+        [d.operator for d in ds],
+        route_ms,
+        ["fallback" if d.fallback else d.operator for d in ds],
+    )
+    by_gamma = {f"{g:g}": fallback_share(probs, g) for g in p.gammas}
+    rows["adr"]["gamma"] = p.gamma
+    rows["adr"]["fallback_by_gamma"] = by_gamma
+    notes.append(
+        "adr: fallback share to moderate by γ: "
+        + ", ".join(f"γ {g} {s:.2f}" for g, s in by_gamma.items())
+        + f" (head {'out of fold' if protocol == 'cv5' else 'trained on train+val'})"
+    )
+    return rows, notes
+
+
+def merge_adr_rows(
+    dataset: str,
+    protocol: str,
+    query_ids: Sequence[str],
+    routers: dict[str, dict[str, Any]],
+    notes: list[str],
+) -> None:
+    """The routing report's hook: ADR's rows merged into `routers` when the dataset has ADR
+    labels; otherwise (or on any failure) a note, never a failed report."""
+    from r2adapter.adr.labels import adr_label_path
+
+    if not adr_label_path(dataset).is_file():
+        notes.append(
+            f"adr: no ADR labels for {dataset}: run `r2a index --dataset {dataset} --adr` "
+            f"then `r2a adr label --dataset {dataset}`"
+        )
+        return
+    try:
+        rows, more = adr_routers(dataset, protocol, query_ids)
+    except Exception as e:  # the report stands without ADR; the note says why
+        notes.append(f"adr: not reported: {type(e).__name__}: {e}")
+        return
+    routers.update(rows)
+    notes.extend(more)

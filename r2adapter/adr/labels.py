@@ -1,0 +1,201 @@
+"""ADR labels (`r2a adr label` writes `labels/<dataset>.adr.jsonl`).
+
+For every stored query with complete gold: the query embedding's milliseconds, and per
+operator the passages it delivers (ranked), their Recall@5 and full chain (FCR@5), how
+many it delivers, its context tokens and its milliseconds (the embedding included, as the
+strategy labels count it), timed one query at a time on one BLAS thread as the service
+runs. The class label is derived: the cheapest operator (context tokens, then ms) whose
+passages reach the best Recall@5 of the three for that query.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from r2adapter.adr.operators import OPERATORS, AdrOperators
+from r2adapter.config import AdrParams, adr_params, settings
+from r2adapter.errors import R2AError
+from r2adapter.evaluate.metrics import full_chain, recall_at_k
+
+FORMAT = 1
+K = 5  # Recall@5 and FCR@5, as every other strategy is reported
+
+
+@dataclass(frozen=True)
+class OperatorOutcome:
+    passages: list[str]
+    recall: float
+    full: float
+    tokens: int
+    ms: float
+
+
+@dataclass
+class AdrLabel:
+    query_id: str
+    question: str
+    qtype: str
+    split: str
+    gold: list[str]
+    outcomes: dict[str, OperatorOutcome]
+
+    @property
+    def label(self) -> str:
+        """The cheapest operator (tokens, then ms) reaching the best Recall@5 of the three."""
+        best = max(o.recall for o in self.outcomes.values())
+        ok = [n for n in OPERATORS if self.outcomes[n].recall >= best - 1e-9]
+        return min(ok, key=lambda n: (self.outcomes[n].tokens, self.outcomes[n].ms))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "query_id": self.query_id,
+            "question": self.question,
+            "qtype": self.qtype,
+            "split": self.split,
+            "gold": self.gold,
+            "operators": {
+                n: {
+                    "passages": o.passages,
+                    "recall": o.recall,
+                    "full": o.full,
+                    "tokens": o.tokens,
+                    "ms": o.ms,
+                }
+                for n, o in self.outcomes.items()
+            },
+            "label": self.label,
+        }
+
+
+def outcome(passages: list[str], gold: Sequence[str], tokens: int, ms: float) -> OperatorOutcome:
+    return OperatorOutcome(
+        passages, recall_at_k(passages, gold, K), full_chain(passages, gold, K), tokens, ms
+    )
+
+
+def label_dataset(dataset: str, p: AdrParams | None = None) -> list[AdrLabel]:
+    from threadpoolctl import threadpool_limits
+
+    from r2adapter.config import label_params
+    from r2adapter.evaluate.retrieval import stored_queries
+    from r2adapter.index.encoder import get_encoder
+    from r2adapter.label.rules import split_of
+
+    p = p or adr_params()
+    ops = AdrOperators(dataset, p)
+    queries = stored_queries(dataset, complete_only=True)
+    if not queries:
+        raise R2AError(f"dataset '{dataset}' has no queries with complete gold to label")
+    enc = get_encoder()
+    split = label_params().split
+    v0 = enc.encode([queries[0].question])[0]  # warm-up: lazy loads are not a query's cost
+    for n in OPERATORS:
+        ops.run(n, v0)
+    out = []
+    with threadpool_limits(1):
+        for q in tqdm(queries, desc="label: adr operators", unit="query"):
+            t = time.perf_counter()
+            v = enc.encode([q.question])[0]
+            embed_ms = (time.perf_counter() - t) * 1000
+            res = {}
+            for n in OPERATORS:
+                c = ops.run(n, v)
+                res[n] = outcome(c.passage_ids, q.gold_passage_ids, c.tokens, c.ms + embed_ms)
+            out.append(
+                AdrLabel(
+                    q.id, q.question, q.type, split_of(q.id, split), list(q.gold_passage_ids), res
+                )
+            )
+    return out
+
+
+def adr_label_path(dataset: str) -> Path:
+    return settings().root / "labels" / f"{dataset}.adr.jsonl"
+
+
+def export_adr_labels(path: Path, labels: Sequence[AdrLabel]) -> str:
+    """JSON lines, written atomically (a temporary file, then a rename); returns the md5."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = "".join(json.dumps(lab.to_json(), sort_keys=True) + "\n" for lab in labels)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(body)
+    tmp.replace(path)
+    return hashlib.md5(body.encode()).hexdigest()
+
+
+def read_adr_labels(dataset: str, path: Path | None = None) -> list[AdrLabel]:
+    path = path or adr_label_path(dataset)
+    again = f"run `r2a adr label --dataset {dataset}`"
+    if not path.is_file():
+        raise R2AError(f"{path}: no ADR labels: {again}")
+    out = []
+    for i, line in enumerate(path.read_text().splitlines(), 1):
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise R2AError(f"{path}: line {i} is not JSON ({e.msg}): {again}") from None
+        if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+            raise R2AError(f"{path}: line {i} is not an ADR label of format {FORMAT}: {again}")
+        ops = raw["operators"]
+        unknown = sorted(set(ops) - set(OPERATORS)) or sorted(set(OPERATORS) - set(ops))
+        if unknown or raw.get("label") not in OPERATORS:
+            raise R2AError(
+                f"{path}: line {i}: class labels must be {', '.join(OPERATORS)}, not "
+                f"{unknown or [raw.get('label')]}: {again}"
+            )
+        out.append(
+            AdrLabel(
+                raw["query_id"],
+                raw["question"],
+                raw["qtype"],
+                raw["split"],
+                list(raw["gold"]),
+                {
+                    n: OperatorOutcome(
+                        list(o["passages"]), o["recall"], o["full"], int(o["tokens"]), o["ms"]
+                    )
+                    for n, o in ops.items()
+                },
+            )
+        )
+    if not out:
+        raise R2AError(f"{path}: no ADR labels in the file: {again}")
+    return out
+
+
+def summary(labels: Sequence[AdrLabel]) -> dict[str, Any]:
+    """Per operator: mean Recall@5, FCR@5, passages, tokens, ms; the class label shares."""
+    n = len(labels)
+    per = {
+        op: {
+            "recall": sum(lab.outcomes[op].recall for lab in labels) / n,
+            "fcr": sum(lab.outcomes[op].full for lab in labels) / n,
+            "mean_passages": sum(len(lab.outcomes[op].passages) for lab in labels) / n,
+            "mean_tokens": sum(lab.outcomes[op].tokens for lab in labels) / n,
+            "mean_ms": sum(lab.outcomes[op].ms for lab in labels) / n,
+        }
+        for op in OPERATORS
+    }
+    classes = {op: sum(lab.label == op for lab in labels) / n for op in OPERATORS}
+    return {"n_queries": n, "operators": per, "classes": classes}
+
+
+def write_labels(dataset: str) -> dict[str, Any]:
+    """`r2a adr label`: label every complete-gold query, write the file, return a summary
+    (with the file's path and md5)."""
+    from r2adapter.data.adapters import dataset_name
+
+    name = dataset_name(dataset)
+    labels = label_dataset(name)
+    path = adr_label_path(name)
+    md5 = export_adr_labels(path, labels)
+    return {"dataset": name, "path": str(path), "md5": md5, **summary(labels)}

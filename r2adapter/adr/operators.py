@@ -1,0 +1,267 @@
+"""ADR's three traversal operators (ADR §3.3) over the dual hypergraph of one index version.
+
+- simple, localized fact anchoring: the k_e entities nearest the query (eq. 2, HNSW in
+  pgvector), the factual edges touching them (eq. 3), no expansion.
+- moderate, bottom-up diffusion: the simple context, plus the deep insight edges one hop
+  above the anchored higher-order hyperedges (eq. 4–5; the `max_up_edges` most
+  query-similar are kept, so the context stays bounded).
+- complex, top-down grounding: the k_d deep insight edges nearest the query (eq. 6, HNSW),
+  grounded through π⁻¹ in their factual hyperedges and those hyperedges' facts (eq. 7).
+
+Each returns the passages its facts and insights come from (ranked by the query similarity
+of the fact or insight that brought them, at most `max_passages`), the context a reader
+gets (facts within `fact_tokens`, narratives, the passages) with its size in the reader's
+tokens, and its milliseconds. The query embedding is the caller's (computed once).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from r2adapter.adr import store
+from r2adapter.adr.hypergraph import narrative_members
+from r2adapter.config import AdrParams, adr_params
+from r2adapter.errors import R2AError
+from r2adapter.index.graph import fact_text
+from r2adapter.store.db import connection
+
+OPERATORS = ("simple", "moderate", "complex")  # ADR's classes y = 1, 2, 3, in cost order
+
+
+def check_operator(name: str) -> str:
+    """An operator (class label) name; anything else is a one-line error."""
+    if name not in OPERATORS:
+        raise R2AError(f"unknown ADR class {name!r}: choose one of {', '.join(OPERATORS)}")
+    return name
+
+
+@dataclass
+class AdrContext:
+    operator: str
+    passages: list[tuple[str, float]]  # (passage id, score), best first
+    facts: list[str]  # fact lines handed to the reader
+    insights: list[str]  # narratives of deep insight edges handed to the reader
+    tokens: int  # facts + insights + passages, in the reader's tokenizer
+    ms: float  # the operator's own time (the query embedding not included)
+    anchors: list[str] = field(default_factory=list)  # entity names (simple, moderate)
+
+    @property
+    def passage_ids(self) -> list[str]:
+        return [p for p, _ in self.passages]
+
+
+@dataclass
+class AdrIndex:
+    """The hypergraph of one index version in memory, with what traversal reads."""
+
+    version: int
+    dim: int
+    entity_names: list[str]
+    fact_emb: np.ndarray
+    fact_lines: list[str]
+    fact_tokens: np.ndarray
+    fact_passages: list[list[str]]
+    entity_facts: list[list[int]]
+    entity_hyperedges: list[list[int]]
+    hyperedge_passage: list[str]
+    hyperedge_facts: list[list[int]]
+    insight_emb: np.ndarray
+    vertex_edge: np.ndarray  # insight vertex → its deep insight edge
+    edge_members: list[list[int]]
+    edge_shown: list[list[int]]  # the members a narrative shows (central, within budget)
+    narratives: list[str]
+    narrative_tokens: np.ndarray
+    narrative_emb: np.ndarray
+    passage_tokens: dict[str, int]
+
+
+def load_adr_index(dataset: str, p: AdrParams | None = None) -> AdrIndex:
+    from r2adapter.adr.build import token_counter
+    from r2adapter.retrieve.graph_index import GRAPHS
+    from r2adapter.store import graph_store as gs
+
+    p = p or adr_params()
+    version = store.require_hypergraph(dataset)
+    g = GRAPHS.get(dataset)
+    rows = store.read_hypergraph(version.id)
+    with connection() as conn:
+        facts = conn.execute(
+            "SELECT subject_id, relation, object_id FROM facts WHERE index_version = %s"
+            " ORDER BY id",
+            (version.id,),
+        ).fetchall()
+        passages = conn.execute(
+            "SELECT id, title, text FROM passages WHERE dataset = %s ORDER BY id", (dataset,)
+        ).fetchall()
+    names = g.entity_names
+    count = token_counter(p)
+    lines = [fact_text(names[s], r, names[o]) for s, r, o in facts]
+    fact_passages: list[list[str]] = [[] for _ in facts]
+    by_passage: dict[str, list[int]] = defaultdict(list)
+    for f, pid in gs.read_fact_passages(version.id):
+        fact_passages[f].append(pid)
+        by_passage[pid].append(f)
+    entity_facts: list[list[int]] = [[] for _ in names]
+    for f, (s, o) in enumerate(g.fact_ends):
+        entity_facts[int(s)].append(f)
+        entity_facts[int(o)].append(f)
+    entity_hyperedges: list[list[int]] = [[] for _ in names]
+    hyperedge_facts = []
+    for h, members in enumerate(rows.hyperedge_members):
+        for e in members:
+            entity_hyperedges[e].append(h)
+        inside = set(members)
+        hyperedge_facts.append(
+            [
+                f
+                for f in by_passage[rows.hyperedge_passage[h]]
+                if int(g.fact_ends[f, 0]) in inside and int(g.fact_ends[f, 1]) in inside
+            ]
+        )
+    vertex_edge = np.zeros(len(rows.insight_text), dtype=np.int64)
+    shown = []
+    for eid, members in enumerate(rows.edge_members):
+        vertex_edge[members] = eid
+        shown.append(narrative_members(members, rows.insight_tokens, p.narrative_tokens))
+    ptok = count([f"{t}\n{x}" for _, t, x in passages])
+    return AdrIndex(
+        version.id,
+        version.dim,
+        names,
+        g.fact_emb,
+        lines,
+        np.array(count(lines), dtype=np.int64),
+        fact_passages,
+        entity_facts,
+        entity_hyperedges,
+        rows.hyperedge_passage,
+        hyperedge_facts,
+        rows.insight_emb,
+        vertex_edge,
+        rows.edge_members,
+        shown,
+        rows.narrative,
+        rows.narrative_tokens,
+        rows.narrative_emb,
+        {pid: n for (pid, _, _), n in zip(passages, ptok, strict=True)},
+    )
+
+
+class AdrOperators:
+    """`run(operator, qvec) -> AdrContext` for one dataset's latest index version."""
+
+    def __init__(self, dataset: str, p: AdrParams | None = None) -> None:
+        self.p = p or adr_params()
+        self.dataset = dataset
+        self.ix = load_adr_index(dataset, self.p)
+
+    # -- the pieces the operators share -------------------------------------------------
+    def _facts(self, fact_ids: set[int], qvec: np.ndarray) -> tuple[list[int], np.ndarray]:
+        ids = np.fromiter(fact_ids, dtype=np.int64, count=len(fact_ids))
+        scores = self.ix.fact_emb[ids] @ qvec if len(ids) else np.zeros(0)
+        order = np.argsort(-scores, kind="stable")
+        return [int(i) for i in ids[order]], scores[order]
+
+    def _fact_context(self, ranked: list[int]) -> tuple[list[str], int]:
+        lines, used = [], 0
+        for f in ranked:
+            t = int(self.ix.fact_tokens[f])
+            if used + t > self.p.fact_tokens:
+                break
+            lines.append(self.ix.fact_lines[f])
+            used += t
+        return lines, used
+
+    def _ranked_passages(self, scored: dict[str, float]) -> list[tuple[str, float]]:
+        best = sorted(scored.items(), key=lambda kv: (-kv[1], kv[0]))
+        return best[: self.p.max_passages]
+
+    def _finish(
+        self,
+        op: str,
+        t0: float,
+        scored: dict[str, float],
+        facts: list[str],
+        fact_tok: int,
+        edges: list[int],
+        anchors: list[str],
+    ) -> AdrContext:
+        passages = self._ranked_passages(scored)
+        tokens = fact_tok + int(sum(self.ix.narrative_tokens[e] for e in edges))
+        tokens += sum(self.ix.passage_tokens.get(pid, 0) for pid, _ in passages)
+        stories = [self.ix.narratives[e] for e in edges]
+        ms = (time.perf_counter() - t0) * 1000
+        return AdrContext(op, passages, facts, stories, tokens, ms, anchors)
+
+    def _anchor(self, qvec: np.ndarray) -> tuple[list[tuple[int, float]], list[int], np.ndarray]:
+        """Eq. 2–3: the k_e nearest entities and the factual edges touching them."""
+        with connection() as conn:
+            anchors = store.nearest(
+                conn, "adr_entity_embeddings", self.ix.version, self.ix.dim, qvec, self.p.k_e
+            )
+        sub = {f for e, _ in anchors for f in self.ix.entity_facts[e]}
+        ranked, scores = self._facts(sub, qvec)
+        return anchors, ranked, scores
+
+    def _fact_passages(self, ranked: list[int], scores: np.ndarray) -> dict[str, float]:
+        scored: dict[str, float] = {}
+        for f, s in zip(ranked, scores, strict=True):
+            for pid in self.ix.fact_passages[f]:
+                if pid not in scored:
+                    scored[pid] = float(s)  # facts come best first: the first is the max
+        return scored
+
+    def _insight_passages(self, vertices: list[int], qvec: np.ndarray, into: dict[str, float]):
+        if not vertices:
+            return
+        sims = self.ix.insight_emb[vertices] @ qvec
+        for v, s in zip(vertices, sims, strict=True):
+            pid = self.ix.hyperedge_passage[v]
+            into[pid] = max(into.get(pid, -1.0), float(s))
+
+    # -- the operators ------------------------------------------------------------------
+    def simple(self, qvec: np.ndarray) -> AdrContext:
+        t0 = time.perf_counter()
+        anchors, ranked, scores = self._anchor(qvec)
+        facts, ftok = self._fact_context(ranked)
+        names = [self.ix.entity_names[e] for e, _ in anchors]
+        return self._finish(
+            "simple", t0, self._fact_passages(ranked, scores), facts, ftok, [], names
+        )
+
+    def moderate(self, qvec: np.ndarray) -> AdrContext:
+        t0 = time.perf_counter()
+        anchors, ranked, scores = self._anchor(qvec)
+        facts, ftok = self._fact_context(ranked)
+        # eq. 4: π of the anchored higher-order hyperedges; eq. 5: the edges above them
+        seeds = {h for e, _ in anchors for h in self.ix.entity_hyperedges[e]}
+        up = sorted({int(self.ix.vertex_edge[u]) for u in seeds})
+        if len(up) > self.p.max_up_edges:
+            sims = self.ix.narrative_emb[up] @ qvec
+            up = [up[i] for i in np.argsort(-sims, kind="stable")[: self.p.max_up_edges]]
+        scored = self._fact_passages(ranked, scores)
+        self._insight_passages([v for e in up for v in self.ix.edge_shown[e]], qvec, scored)
+        names = [self.ix.entity_names[e] for e, _ in anchors]
+        return self._finish("moderate", t0, scored, facts, ftok, up, names)
+
+    def complex(self, qvec: np.ndarray) -> AdrContext:
+        t0 = time.perf_counter()
+        with connection() as conn:
+            top = store.nearest(
+                conn, "adr_insight_edges", self.ix.version, self.ix.dim, qvec, self.p.k_d
+            )
+        edges = [e for e, _ in top]
+        # eq. 7: π⁻¹ of every member insight vertex (vertex i is hyperedge i)
+        ground = [v for e in edges for v in self.ix.edge_members[e]]
+        ranked, _ = self._facts({f for h in ground for f in self.ix.hyperedge_facts[h]}, qvec)
+        facts, ftok = self._fact_context(ranked)
+        scored: dict[str, float] = {}
+        self._insight_passages(ground, qvec, scored)
+        return self._finish("complex", t0, scored, facts, ftok, edges, [])
+
+    def run(self, operator: str, qvec: np.ndarray) -> AdrContext:
+        return getattr(self, check_operator(operator))(qvec)

@@ -1,0 +1,77 @@
+"""ADR's intent router (ADR §3.2): a classifier gives a class (simple, moderate, complex) and
+a confidence; the decision is the class when its confidence ≥ γ, else moderate (eq. 1,
+the conservative fallback). The trained classifier is a softmax head over the query's
+retrieval embedding (multinomial logistic regression, L2), fitted on the ADR labels."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from r2adapter.adr.operators import OPERATORS, check_operator
+
+FALLBACK = "moderate"
+
+
+@dataclass(frozen=True)
+class Decision:
+    operator: str  # what runs
+    predicted: str  # the classifier's class
+    confidence: float
+    fallback: bool  # confidence < γ: moderate instead of the class
+
+
+def decide(probs: np.ndarray, gamma: float) -> list[Decision]:
+    """ADR eq. 1 on (n, 3) class probabilities in OPERATORS' order."""
+    out = []
+    for row in np.asarray(probs, dtype=np.float64):
+        y = int(np.argmax(row))
+        c = float(row[y])
+        fb = c < gamma
+        out.append(Decision(FALLBACK if fb else OPERATORS[y], OPERATORS[y], c, fb))
+    return out
+
+
+def fallback_share(probs: np.ndarray, gamma: float) -> float:
+    return float(np.mean(np.max(probs, axis=1) < gamma)) if len(probs) else 0.0
+
+
+@dataclass
+class SoftmaxHead:
+    """p(y | q) = softmax(W e_q + b), e_q the query's normalised retrieval embedding."""
+
+    weight: np.ndarray  # (3, d)
+    bias: np.ndarray  # (3,)
+
+    def probs(self, x: np.ndarray) -> np.ndarray:
+        z = np.atleast_2d(x) @ self.weight.T + self.bias
+        z -= z.max(axis=1, keepdims=True)
+        e = np.exp(z)
+        return e / e.sum(axis=1, keepdims=True)
+
+
+def fit_head(x: np.ndarray, labels: Sequence[str], c: float = 1.0, seed: int = 13) -> SoftmaxHead:
+    """Multinomial logistic regression (L2, inverse strength `c`); a class absent from the
+    training labels gets probability 0 (a one-class fit: that class with confidence 1)."""
+    from sklearn.linear_model import LogisticRegression
+
+    y = np.array([OPERATORS.index(check_operator(lab)) for lab in labels])
+    d = x.shape[1]
+    present = sorted(set(y.tolist()))
+    w, b = np.zeros((3, d)), np.full(3, -1e9)
+    if len(present) == 1:
+        b[present[0]] = 0.0
+        return SoftmaxHead(w, b)
+    clf = LogisticRegression(C=c, max_iter=2000, random_state=seed)
+    clf.fit(x, y)
+    coef = clf.coef_ if len(present) > 2 else np.vstack([-clf.coef_[0] / 2, clf.coef_[0] / 2])
+    icpt = (
+        clf.intercept_
+        if len(present) > 2
+        else np.array([-clf.intercept_[0] / 2, clf.intercept_[0] / 2])
+    )
+    for row, cls in enumerate(clf.classes_):
+        w[cls], b[cls] = coef[row], icpt[row]
+    return SoftmaxHead(w, b)

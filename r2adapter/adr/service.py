@@ -1,0 +1,57 @@
+"""One question through ADR (`r2a adr retrieve`): an operator by name, or `route`: the
+softmax head fitted on the dataset's ADR labels decides, with eq. 1's fallback."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from r2adapter.adr.labels import read_adr_labels
+from r2adapter.adr.operators import OPERATORS, AdrOperators, check_operator
+from r2adapter.adr.router import decide, fit_head
+from r2adapter.config import adr_params
+from r2adapter.errors import R2AError
+from r2adapter.retrieve.base import check_query
+
+
+def answer(dataset: str, question: str, operator: str = "route") -> dict[str, Any]:
+    from r2adapter.data.adapters import dataset_name
+    from r2adapter.index.encoder import get_encoder
+    from r2adapter.store.graph_store import passages_by_id
+
+    if operator != "route":
+        check_operator(operator)
+    question = check_query(question)
+    name = dataset_name(dataset)
+    p = adr_params()
+    ops = AdrOperators(name, p)  # no hypergraph: a one-line error naming the command
+    enc = get_encoder()
+    qvec = enc.encode_query(question)
+    decision = "forced"
+    if operator == "route":
+        labels = read_adr_labels(name)
+        x = enc.encode([lab.question for lab in labels])
+        head = fit_head(x, [lab.label for lab in labels], p.classifier_c, p.seed)
+        d = decide(head.probs(qvec[None, :]), p.gamma)[0]
+        operator = d.operator
+        decision = (
+            f"{d.predicted} at {d.confidence:.2f} < γ {p.gamma}: fallback"
+            if d.fallback
+            else f"{d.predicted} at {d.confidence:.2f}"
+        )
+    if operator not in OPERATORS:  # pragma: no cover - decide() returns OPERATORS only
+        raise R2AError(f"unknown ADR class {operator!r}")
+    c = ops.run(operator, qvec)
+    texts = passages_by_id(name, c.passage_ids)
+    return {
+        "dataset": name,
+        "operator": operator,
+        "decision": decision,
+        "tokens": c.tokens,
+        "ms": c.ms,
+        "facts": c.facts,
+        "insights": c.insights,
+        "passages": [
+            {"id": pid, "score": s, "title": texts[pid].title if pid in texts else ""}
+            for pid, s in c.passages
+        ],
+    }
