@@ -183,3 +183,32 @@ def test_adr_params_are_checked() -> None:
         adr_params(gamma=1.5)
     with pytest.raises(R2AError, match="min_hyperedge"):
         adr_params(min_hyperedge=2)
+
+
+class _ScriptedLLM:
+    """Replies in turn; an exception instance is raised instead (a timeout, say)."""
+
+    def __init__(self, replies: list[object]) -> None:
+        self.replies = replies
+
+    def complete(self, messages, **kw) -> str:  # type: ignore[no-untyped-def]
+        r = self.replies.pop(0)
+        if isinstance(r, Exception):
+            raise r
+        return str(r)
+
+
+def test_the_llm_classifier_falls_back_on_bad_or_late_replies() -> None:
+    from r2adapter.adr.router import llm_probs, parse_llm_class
+    from r2adapter.llm.base import LLMError
+
+    assert parse_llm_class('Sure: {"class": "Complex", "confidence": 0.9}') == ("complex", 0.9)
+    with pytest.raises(R2AError, match="not one of simple, moderate, complex"):
+        parse_llm_class('{"class": "hard", "confidence": 1}')
+    llm = _ScriptedLLM(
+        ['{"class": "simple", "confidence": 0.8}', '{"class": "epic"}', LLMError("timed out")]
+    )
+    probs, failed = llm_probs(llm, ["a", "b", "c"], timeout=1.0)
+    assert failed == 2
+    assert [d.operator for d in decide(probs, 0.75)] == ["simple", "moderate", "moderate"]
+    assert np.allclose(probs.sum(axis=1), 1.0)

@@ -137,6 +137,7 @@ def adr_routers(
         route_ms,
         ["fallback" if d.fallback else d.operator for d in ds],
     )
+    _llm_row(labels, p, rows, notes)
     by_gamma = {f"{g:g}": fallback_share(probs, g) for g in p.gammas}
     rows["adr"]["gamma"] = p.gamma
     rows["adr"]["fallback_by_gamma"] = by_gamma
@@ -172,3 +173,33 @@ def merge_adr_rows(
         return
     routers.update(rows)
     notes.extend(more)
+
+
+def _llm_row(
+    labels: Sequence[AdrLabel], p: AdrParams, rows: dict[str, dict[str, Any]], notes: list[str]
+) -> None:
+    """`adr_llm`: the paper's LLM classifier through the configured LLM client (routing ms
+    = the LLM's); skipped with a note when none is configured."""
+    from r2adapter.adr.router import llm_probs
+    from r2adapter.llm import get_llm
+
+    llm = get_llm()
+    if llm is None:
+        notes.append("adr_llm: skipped: no LLM configured (R2A_LLM_BACKEND or R2A_LLM_BASE_URL)")
+        return
+    ms = np.zeros(len(labels))
+    probs = np.zeros((len(labels), 3))
+    failed = 0
+    for i, lab in enumerate(labels):
+        t = time.perf_counter()
+        row, bad = llm_probs(llm, [lab.question], p.llm_timeout_s)
+        ms[i] = (time.perf_counter() - t) * 1000
+        probs[i], failed = row[0], failed + bad
+    ds = decide(probs, p.gamma)
+    rows["adr_llm"] = figures(
+        labels,
+        [d.operator for d in ds],
+        ms,
+        ["fallback" if d.fallback else d.operator for d in ds],
+    )
+    notes.append(f"adr_llm: {llm.identity}, {failed} replies failed (fell back to moderate)")

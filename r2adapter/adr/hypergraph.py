@@ -162,7 +162,8 @@ def communities(
 def narrative_members(members: Sequence[int], tokens: Sequence[int], budget: int) -> list[int]:
     """The members an extractive narrative shows: in order of centrality while they fit
     `budget` tokens (the first always)."""
-    chosen, used = [], 0
+    chosen: list[int] = []
+    used = 0
     for v in members:
         if chosen and used + tokens[v] > budget:
             break

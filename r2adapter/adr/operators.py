@@ -126,7 +126,7 @@ def load_adr_index(dataset: str, p: AdrParams | None = None) -> AdrIndex:
     shown = []
     for eid, members in enumerate(rows.edge_members):
         vertex_edge[members] = eid
-        shown.append(narrative_members(members, rows.insight_tokens, p.narrative_tokens))
+        shown.append(narrative_members(members, rows.insight_tokens.tolist(), p.narrative_tokens))
     ptok = count([f"{t}\n{x}" for _, t, x in passages])
     return AdrIndex(
         version.id,

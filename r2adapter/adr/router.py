@@ -75,3 +75,55 @@ def fit_head(x: np.ndarray, labels: Sequence[str], c: float = 1.0, seed: int = 1
     for row, cls in enumerate(clf.classes_):
         w[cls], b[cls] = coef[row], icpt[row]
     return SoftmaxHead(w, b)
+
+
+# ADR §3.2's classifier f_φ, the prompt in our own words
+LLM_PROMPT = (
+    "Decide how much retrieval the question needs. simple: one entity, a definition or a "
+    "direct fact. moderate: relations or steps across several facts. complex: a theme, a "
+    "comparison across sources or causal reasoning. Reply with JSON only: "
+    '{{"class": "simple" | "moderate" | "complex", "confidence": <0..1>}}\n\n'
+    "Question: {question}"
+)
+
+
+def parse_llm_class(reply: str) -> tuple[str, float]:
+    """(class, confidence) from the LLM's reply; a class outside the three (or no JSON) is
+    an R2AError naming what came back."""
+    from r2adapter.errors import R2AError
+    from r2adapter.llm.jsonreply import extract_json_object
+
+    obj = extract_json_object(reply) or {}
+    cls = str(obj.get("class", "")).strip().lower()
+    if cls not in OPERATORS:
+        raise R2AError(f"the LLM classifier answered class {cls or reply[:60]!r}, not one of "
+                       f"{', '.join(OPERATORS)}")  # fmt: skip
+    try:
+        conf = min(1.0, max(0.0, float(obj.get("confidence", 0.0))))
+    except (TypeError, ValueError):
+        conf = 0.0
+    return cls, conf
+
+
+def llm_probs(llm: object, questions: Sequence[str], timeout: float) -> tuple[np.ndarray, int]:
+    """One-hot-at-confidence rows from the LLM classifier (the rest of the mass spread over
+    the other classes), and how many replies failed (timeout, error, a class outside the
+    three: confidence 0, so eq. 1 falls back to moderate)."""
+    from r2adapter.errors import R2AError
+
+    out, failed = np.zeros((len(questions), 3)), 0
+    for i, q in enumerate(questions):
+        try:
+            reply = llm.complete(  # type: ignore[attr-defined]
+                [{"role": "user", "content": LLM_PROMPT.format(question=q)}],
+                max_tokens=48,
+                timeout=timeout,
+            )
+            cls, conf = parse_llm_class(reply)
+        except (R2AError, TimeoutError, OSError):
+            failed += 1
+            out[i] = 1 / 3
+            continue
+        out[i] = (1 - conf) / 2
+        out[i, OPERATORS.index(cls)] = conf
+    return out, failed
