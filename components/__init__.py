@@ -4,6 +4,7 @@ functions the CLI calls), run in the project image. See components/README.md."""
 from components.deploy import deploy
 from components.evaluate import evaluate
 from components.index import index
+from components.kway import label_strategies, promote_kway, train_kway
 from components.label import label_merge, label_shard, label_shards
 from components.promote import promote
 from components.register import register
@@ -15,10 +16,13 @@ __all__ = [
     "evaluate",
     "index",
     "label_merge",
+    "label_strategies",
     "label_shard",
     "label_shards",
     "promote",
+    "promote_kway",
     "register",
     "train",
+    "train_kway",
     "validate",
 ]

@@ -2,13 +2,17 @@
 
     validate ─▶ index ─▶ label-shards ─▶ ParallelFor: label-shard ─▶ label-merge
                                                                         │ labels
-    deploy ◀── If promoted ◀── promote ◀── register ◀── train (GPU) ◀───┘  one branch
-                                  │                      model              per router
-                               evaluate (after every router's promote)
+    deploy ◀── If promoted ◀── promote ◀── register ◀── train (GPU) ◀───┤  one branch
+                                  │                      model              │  per router
+                               evaluate (after every promote)               │
+    deploy ◀── If promoted ◀── promote-kway ◀── train-kway ◀── label-strategies  (kway)
 
 Each router of `r2adapter.loop.ROUTERS` (r2a: the fine-tuned MiniLM, r2a_embed: the head
 over the retrieval embedding) gets its own train → register → promote → deploy branch; KFP
 names the second branch's tasks train-2, register-2, ... (shown as "train r2a_embed").
+The cost-aware k-way router (r2adapter/kway) has its own branch on the strategy labels:
+label-strategies → train-kway (registers `r2a-router-kway` itself; CPU) → promote-kway →
+deploy when its champion moved.
 
 `retrain_pipeline` is what Kubeflow runs (compiled to pipelines/retrain.yaml:
 `python -m pipelines.retrain`). `local_pipeline` is the same graph of the same components
@@ -175,6 +179,21 @@ def _graph(
     def k8s(task: dsl.PipelineTask, **kw: Any) -> dsl.PipelineTask:
         return _in_cluster(task, **kw) if cluster else task
 
+    def deploy_if_promoted(
+        router: str, promote: dsl.PipelineTask, model: Any, version: Any
+    ) -> None:
+        # promote's return value (`promoted`) is its single parameter output, named "Output":
+        # kfp.local resolves a condition only on outputs named so (its condition evaluator).
+        with dsl.If(promote.outputs["Output"] == True, name=f"champion-moved-{router}"):  # noqa: E712
+            deploy = c.deploy(
+                model_name=model,
+                version=version,
+                namespace=SERVING_NAMESPACE,
+                deployment=SERVING_DEPLOYMENT,
+            ).set_caching_options(False)
+            deploy.set_display_name(f"deploy {router}")
+            k8s(deploy, config=MLFLOW, retry=True)
+
     # Caching: on for the steps whose result is a function of their inputs (the data's
     # fingerprint, the index version, the labels artifact, the parameters); off for steps
     # that read or change live state (the data on disk, the registry's aliases, the
@@ -232,19 +251,24 @@ def _graph(
         promote.set_display_name(f"promote {r.name}")
         k8s(promote, secrets=DB, config=MLFLOW, retry=True)
         promotes.append(promote)
+        deploy_if_promoted(r.name, promote, train.outputs["name"], register.outputs["version"])
 
-        # promote's return value (`promoted`) is its single parameter output, named "Output":
-        # kfp.local resolves a condition only on outputs named so (its condition evaluator).
-        promoted = promote.outputs["Output"]
-        with dsl.If(promoted == True, name=f"champion-moved-{r.name}"):  # noqa: E712 (DSL)
-            deploy = c.deploy(
-                model_name=train.outputs["name"],
-                version=register.outputs["version"],
-                namespace=SERVING_NAMESPACE,
-                deployment=SERVING_DEPLOYMENT,
-            ).set_caching_options(False)
-            deploy.set_display_name(f"deploy {r.name}")
-            k8s(deploy, config=MLFLOW, retry=True)
+    # the cost-aware router over every strategy (r2adapter/kway): its labels are every
+    # strategy ranked and timed, after the two-way labelling so the timings see a quiet store;
+    # numpy heads train in seconds on the CPU, and register themselves (no GPU, no register)
+    strategies = c.label_strategies(dataset=dataset, index_version=index.outputs["version"])
+    strategies.after(merge).set_caching_options(True)
+    k8s(strategies, secrets=DB)
+    train_kway = c.train_kway(dataset=dataset, strategies=strategies.outputs["strategies"])
+    train_kway.set_caching_options(False)  # it registers a model version
+    k8s(train_kway, secrets=DB, config=MLFLOW, retry=True)
+    promote_kway = c.promote_kway(dataset=dataset, version=train_kway.outputs["version"])
+    promote_kway.set_caching_options(False)
+    k8s(promote_kway, secrets=DB, config=MLFLOW, retry=True)
+    promotes.append(promote_kway)
+    deploy_if_promoted(
+        "kway", promote_kway, train_kway.outputs["name"], train_kway.outputs["version"]
+    )
 
     evaluate = c.evaluate(dataset=dataset).after(*promotes).set_caching_options(False)
     k8s(evaluate, secrets={**DB, **LLM_KEY}, config={**MLFLOW, **LLM}, retry=True)

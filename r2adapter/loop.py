@@ -19,8 +19,20 @@ if TYPE_CHECKING:
     from r2adapter.registry.promote import PromoteResult
 
 
-STEPS = ("validate", "index", "label", "train", "promote", "evaluate")
+STEPS = (
+    "validate",
+    "index",
+    "label",
+    "train",
+    "promote",
+    "train_kway",
+    "promote_kway",
+    "evaluate",
+)
 PER_ROUTER = ("train", "promote")  # the steps run once for each router, in ROUTERS' order
+# the cost-aware router over every strategy (r2adapter/kway), once, on the strategy labels
+# `label` writes beside the two-way labels; `run_loop(kway=False)` skips these
+KWAY_STEPS = ("train_kway", "promote_kway")
 # Every trained router of the one table (route/kinds.py: name, MLflow model, backbone), in
 # its order: r2a (the fine-tuned encoder, the paper's) then r2a_embed (a head over the
 # retrieval embedding).
@@ -54,8 +66,8 @@ def run_loop(
     kway: bool = True,
 ) -> LoopResult:
     """Every step of STEPS on this machine, in order, one line each; `after_promote` runs
-    between promote and evaluate (the CLI tells a running service to reload there, as the
-    pipeline deploys there)."""
+    after the last promotion, before evaluate (the CLI tells a running service to reload
+    there, as the pipeline deploys there)."""
     from r2adapter import steps
 
     out = LoopResult()
@@ -79,9 +91,6 @@ def run_loop(
     def train(r: RouterKind) -> None:
         tr = steps.train(dataset, r.backbone)
         say(f"train: {tr.kind} v{tr.version} registered as candidate (τ* {tr.tau:.2f})")
-        if kway and r == routers[-1]:  # the cost-aware router over every strategy, once
-            k = steps.train_kway(dataset)
-            say(f"train: kway v{k['version']} registered as candidate (fallback {k['fallback']})")
 
     def promote(r: RouterKind) -> None:
         pr = steps.promote(r.name, dataset)
@@ -90,16 +99,21 @@ def run_loop(
             out.promoted.append(r.name)
         moved = f"champion moved to v{pr.candidate}" if pr.promoted else "kept"
         say(f"promote: {r.name}: {moved}: " + "; ".join(pr.reasons))
-        if kway and r == routers[-1]:
-            k = steps.promote_kway(dataset)
-            if k["promoted"]:
-                out.promoted.append("kway")
-            moved = f"champion moved to v{k['candidate']}" if k["promoted"] else "kept"
-            say(f"promote: kway: {moved}: " + "; ".join(map(str, k["reasons"])))
-        if r == routers[-1] and after_promote is not None:
-            after_promote(out)
+
+    def train_kway() -> None:
+        k = steps.train_kway(dataset)
+        say(f"train_kway: v{k['version']} registered as candidate (fallback {k['fallback']})")
+
+    def promote_kway() -> None:
+        k = steps.promote_kway(dataset)
+        if k["promoted"]:
+            out.promoted.append("kway")
+        moved = f"champion moved to v{k['candidate']}" if k["promoted"] else "kept"
+        say(f"promote_kway: {moved}: " + "; ".join(map(str, k["reasons"])))
 
     def evaluate() -> None:
+        if after_promote is not None:
+            after_promote(out)
         retrieval = steps.evaluate_retrieval(dataset)
         routing = steps.evaluate_routing(dataset, "test")
         modes = cast("dict[str, dict[str, float]]", retrieval["modes"])
@@ -115,11 +129,15 @@ def run_loop(
         "validate": validate,
         "index": index,
         "label": label,
+        "train_kway": train_kway,
+        "promote_kway": promote_kway,
         "evaluate": evaluate,
     }
     each: dict[str, Callable[[RouterKind], None]] = {"train": train, "promote": promote}
     assert set(once) | set(each) == set(STEPS) and set(each) == set(PER_ROUTER)
     for step in STEPS:
+        if step in KWAY_STEPS and not kway:
+            continue
         if step in each:
             for r in routers:
                 each[step](r)

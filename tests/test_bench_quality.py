@@ -61,7 +61,8 @@ def test_bench_quality_quick(pg_env: dict[str, str], tmp_path: Path) -> None:
     assert row["dataset"] == "bqsample" and row["passages"] == 3
     rv = row["retrieval"]
     # `r2a evaluate retrieval --json`'s contract, verbatim
-    assert set(rv) == {"dataset", "n_queries", "openie", "index_version", "modes", "rewrite"}
+    assert set(rv) == {"dataset", "n_queries", "openie", "index_version", "modes", "rewrite", "ppr"}
+    assert rv["ppr"]["solver"] in {"auto", "local", "exact"} and rv["ppr"]["r_max"] > 0
     assert rv["openie"] == row["index"]["openie"] == "precomputed:bqsample_openie_gpt-4o-mini.json"
     assert rv["index_version"] == row["index"]["version"] and rv["n_queries"] == 1
     metrics = {"recall@2", "recall@5", "fcr@2", "fcr@5", "latency_ms_p50", "latency_ms_p95"}

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from r2adapter.errors import R2AError
-from r2adapter.loop import PER_ROUTER, ROUTERS, STEPS, select_routers
+from r2adapter.loop import KWAY_STEPS, PER_ROUTER, ROUTERS, STEPS, select_routers
 
 pytestmark = pytest.mark.unit
 
@@ -34,6 +34,20 @@ def test_dvc_trains_and_promotes_the_loop_routers(stages: dict[str, dict]) -> No
     # evaluate waits for every router's promotion
     deps = set(stages["evaluate"]["deps"])
     assert {f"reports/promote/{r.name}.json" for r in ROUTERS} <= deps
+
+
+def test_dvc_trains_and_promotes_kway_on_the_strategy_labels(stages: dict[str, dict]) -> None:
+    """label writes the strategy labels as a tracked output; train_kway reads them and the
+    kway: section; evaluate waits for kway's promotion too."""
+    assert set(KWAY_STEPS) <= set(STEPS)
+    strategies = "labels/${pipeline.dataset}.strategies.jsonl"
+    assert strategies in stages["label"]["outs"]
+    assert {"kway.strategies", "kway.depth"} <= set(stages["label"]["params"])
+    assert "--router kway" in stages["train_kway"]["cmd"]
+    assert strategies in stages["train_kway"]["deps"] and "kway" in stages["train_kway"]["params"]
+    assert "--router kway" in stages["promote_kway"]["cmd"]
+    assert "reports/train/kway.json" in stages["promote_kway"]["deps"]
+    assert "reports/promote/kway.json" in stages["evaluate"]["deps"]
 
 
 def test_dvc_stages_depend_on_the_params_they_read(stages: dict[str, dict]) -> None:

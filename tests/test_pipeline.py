@@ -32,10 +32,13 @@ def per_router(task: str) -> list[str]:
 
 
 TRAIN = set(per_router("train"))
-TASKS = {"validate", "index", "label-shards", "label-shard", "label-merge", "evaluate"}
+# the k-way router's branch: KFP numbers its deploy after the two-way routers' ones
+KWAY_DEPLOY = f"deploy-{len(ROUTERS) + 1}"
+KWAY = {"label-strategies", "train-kway", "promote-kway", KWAY_DEPLOY}
+TASKS = {"validate", "index", "label-shards", "label-shard", "label-merge", "evaluate", *KWAY}
 TASKS |= {t for task in ("train", "register", "promote", "deploy") for t in per_router(task)}
-CACHED = {"index", "label-shards", "label-shard", "label-merge", *TRAIN}
-RETRIED = {"index", "evaluate"}
+CACHED = {"index", "label-shards", "label-shard", "label-merge", "label-strategies", *TRAIN}
+RETRIED = {"index", "evaluate", "train-kway", "promote-kway", KWAY_DEPLOY}
 RETRIED |= {t for task in ("register", "promote", "deploy") for t in per_router(task)}
 
 
@@ -119,7 +122,25 @@ def test_one_branch_per_router_of_the_loop(compiled: dict[str, Any]) -> None:
         assert backbone == r.backbone and t["taskInfo"]["name"] == f"train {r.name}"
         assert t["dependentTasks"] == ["label-merge"]
         assert compiled["tasks"][promote]["taskInfo"]["name"] == f"promote {r.name}"
-    assert sorted(compiled["tasks"]["evaluate"]["dependentTasks"]) == per_router("promote")
+    evaluated_after = sorted(compiled["tasks"]["evaluate"]["dependentTasks"])
+    assert evaluated_after == sorted([*per_router("promote"), "promote-kway"])
+
+
+def test_kway_branch(compiled: dict[str, Any]) -> None:
+    """label-strategies (after the two-way labels, on the index's version) → train-kway (no
+    GPU: numpy heads) → promote-kway → deploy only when its champion moved."""
+    tasks = compiled["tasks"]
+    assert sorted(tasks["label-strategies"]["dependentTasks"]) == ["index", "label-merge"]
+    assert tasks["train-kway"]["dependentTasks"] == ["label-strategies"]
+    assert tasks["promote-kway"]["dependentTasks"] == ["train-kway"]
+    assert tasks[KWAY_DEPLOY]["taskInfo"]["name"] == "deploy kway"
+    parent = compiled["parents"][KWAY_DEPLOY]
+    condition = next(
+        t
+        for t in compiled["spec"]["root"]["dag"]["tasks"].values()
+        if t["componentRef"]["name"] == parent
+    )["triggerPolicy"]["condition"]
+    assert "pipelinechannel--promote-kway-Output']" in condition and "== true" in condition
 
 
 def test_settings_from_secret_and_config_map(compiled: dict[str, Any]) -> None:
@@ -132,6 +153,10 @@ def test_settings_from_secret_and_config_map(compiled: dict[str, Any]) -> None:
     for task in ("train", "register", "promote", "deploy"):
         for t in per_router(task):
             assert "MLFLOW_TRACKING_URI" in envs(t, "configMapAsEnv"), t
+    for t in ("train-kway", "promote-kway", KWAY_DEPLOY):
+        assert "MLFLOW_TRACKING_URI" in envs(t, "configMapAsEnv"), t
+    for t in ("label-strategies", "train-kway", "promote-kway"):
+        assert "R2A_DATABASE_URL" in envs(t, "secretAsEnv"), t
     assert "MLFLOW_TRACKING_URI" in envs("evaluate", "configMapAsEnv")
     assert {"R2A_LLM_BASE_URL", "R2A_LLM_MODEL"} <= envs("index", "configMapAsEnv")
     assert "R2A_LLM_API_KEY" in envs("index", "secretAsEnv")
@@ -449,6 +474,13 @@ def test_local_run_artifacts_and_gate(local_run: dict[str, Any]) -> None:
         assert 0.0 < gate <= 1.0
         assert gate == pytest.approx(trained["test_recall_at_5"], abs=1e-6)
         assert _metrics(root, promote)["promoted"] == 1
+    # the k-way branch: its own labels, model version 1, promoted (the first), deployed
+    assert _outputs(root, "label-strategies")["parameterValues"]["Output"] == 60
+    assert _outputs(root, "train-kway")["parameterValues"]["version"] == "1"
+    assert _outputs(root, "promote-kway")["parameterValues"]["Output"] is True
+    assert 0.0 <= _metrics(root, "train-kway")["test_recall"] <= 1.0
+    outcome = _outputs(root, KWAY_DEPLOY)["parameterValues"]["Output"]
+    assert outcome.startswith("local run, not in a cluster: nothing rolled out")
     evaluated = _metrics(root, "evaluate")
     assert {"retrieval_dense_recall_at_5", "routing_r2a_embed_recall_at_5"} <= set(evaluated)
     assert {"routing_r2a_recall_at_5"} <= set(evaluated)
