@@ -463,7 +463,10 @@ class AdrParams:
     max_entity_insights: int = 50
     knn: int = 5
     knn_threshold: float = 0.6
-    resolution: float = 1.0  # Leiden modularity resolution
+    # Leiden's objective and resolution: CPM at 0.1 gives 2Wiki's 9.5k insight vertices
+    # edges of median 5 (p90 20) members; modularity at 1.0 gave 42 edges of up to 1,704
+    objective: str = "CPM"  # CPM | modularity
+    resolution: float = 0.1
     seed: int = 13
     narrative_tokens: int = 128  # an extractive narrative: central member insights, ≤ this
     insight_text: str = "extractive"  # extractive (the source sentence) | llm
@@ -493,6 +496,10 @@ class AdrParams:
             f"adr.insight_text must be extractive or llm, not {self.insight_text!r}",
         )
         _need(self.resolution > 0 and self.classifier_c > 0, "adr: resolution, classifier_c > 0")
+        _need(
+            self.objective in ("CPM", "modularity"),
+            f"adr.objective must be CPM or modularity, not {self.objective!r}",
+        )
         _need(self.llm_timeout_s > 0, "adr.llm_timeout_s must be > 0")
 
 

@@ -69,8 +69,10 @@ def test_leiden_separates_two_cliques_and_ranks_the_hub_first() -> None:
     links.update({(a, b): 1.0 for a in range(4, 8) for b in range(a + 1, 8)})
     links[(3, 4)] = 0.1  # a weak bridge
     links[(0, 1)] = 3.0  # 0 and 1 are the most central of their clique
-    groups, centrality = communities(8, links, resolution=1.0, seed=1)
-    assert sorted(sorted(g) for g in groups) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    for objective, res in (("modularity", 1.0), ("CPM", 0.5)):
+        groups, _ = communities(8, links, resolution=res, seed=1, objective=objective)
+        assert sorted(sorted(g) for g in groups) == [[0, 1, 2, 3], [4, 5, 6, 7]], objective
+    groups, centrality = communities(8, links, resolution=0.5, seed=1)
     first = next(g for g in groups if 0 in g)
     assert set(first[:2]) == {0, 1} and centrality[0] == pytest.approx(1.0)
     assert all(0 < c <= 1 for c in centrality)

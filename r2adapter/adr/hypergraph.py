@@ -120,11 +120,16 @@ def insight_links(
 
 
 def communities(
-    n: int, links: dict[tuple[int, int], float], resolution: float = 1.0, seed: int = 13
+    n: int,
+    links: dict[tuple[int, int], float],
+    resolution: float = 0.1,
+    seed: int = 13,
+    objective: str = "CPM",
 ) -> tuple[list[list[int]], np.ndarray]:
-    """Leiden (modularity) communities of the insight vertices, each sorted by decreasing
-    centrality (weighted degree inside the community, normalised to its maximum), and the
-    centrality of every vertex. Every vertex belongs to exactly one community."""
+    """Leiden communities of the insight vertices (CPM by default: its resolution is a
+    density, so community sizes do not grow with the corpus as modularity's do), each
+    sorted by decreasing centrality (weighted degree inside the community, normalised to
+    its maximum), and the centrality of every vertex. Every vertex is in exactly one."""
     import igraph as ig
 
     pairs = sorted(links)
@@ -134,7 +139,7 @@ def communities(
     random.seed(seed)  # igraph draws from Python's random: a fixed seed, a fixed partition
     try:
         part = g.community_leiden(
-            objective_function="modularity", weights="weight", resolution=resolution,
+            objective_function=objective, weights="weight", resolution=resolution,
             n_iterations=-1,
         )  # fmt: skip
     finally:
@@ -234,7 +239,7 @@ def build_dual_hypergraph(
     tokens = count(texts)
     emb = embed("insight", texts)
     links = insight_links(edges, emb, p.max_entity_insights, p.knn, p.knn_threshold)
-    groups, centrality = communities(len(edges), links, p.resolution, p.seed)
+    groups, centrality = communities(len(edges), links, p.resolution, p.seed, p.objective)
     stories = [narrative(g, texts, tokens, p.narrative_tokens) for g in groups]
     return DualHypergraph(
         edges,

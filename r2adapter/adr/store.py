@@ -25,6 +25,7 @@ BUILD_FIELDS = (
     "max_entity_insights",
     "knn",
     "knn_threshold",
+    "objective",
     "resolution",
     "seed",
     "narrative_tokens",
