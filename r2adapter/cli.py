@@ -301,7 +301,15 @@ def _evaluate_kway(args: argparse.Namespace) -> int:
         print(
             f"  {name:<18} recall {m['recall']:.3f}  fcr {m['fcr']:.3f}  passages "
             f"{m['mean_passages']:.2f}  tokens {m['mean_tokens']:.0f}  ms {m['mean_ms']:.1f}  "
-            f"graph {m['graph_usage']:.2f}  routing p50 {m['latency_ms_p50']:.2f} ms"
+            f"graph {m.get('graph_usage', float('nan')):.2f}  routing p50 "
+            f"{m.get('latency_ms_p50', float('nan')):.2f} ms"
+        )
+    for f in r["frontier"]:  # type: ignore[attr-defined]
+        vs = f.get("vs_hull")
+        hull = f"hull {f['hull_recall']:.3f}, diff {vs['diff']:+.3f} {vs['ci95']}" if vs else ""
+        print(
+            f"  budget {f['budget']:.1f}: recall {f['recall']:.3f} at {f['mean_ms']:.1f} ms, "
+            f"{f['mean_passages']:.2f} passages; {hull}"
         )
     for k, v in r["paired"].items():  # type: ignore[attr-defined]
         print(f"  {k}: {v}")

@@ -16,7 +16,7 @@ import pytest
 from r2adapter.config import kway_params
 from r2adapter.errors import R2AError
 from r2adapter.kway.cascade import Costs, choose, cost_cap, fallback_index, search_thresholds
-from r2adapter.kway.evaluate import hull_at, paired_interval, upper_hull
+from r2adapter.kway.evaluate import mixture_ceiling, paired_interval
 from r2adapter.kway.labels import read_strategy_labels
 from r2adapter.kway.model import KwayRouter, fit_kway
 from r2adapter.kway.strategies import delivered, parse_strategy, rrf, strategy_table
@@ -125,11 +125,23 @@ def test_a_label_file_from_before_the_strategy_table_asks_for_a_relabel(
 
 
 @pytest.mark.unit
-def test_hull_and_paired_interval() -> None:
-    hull = upper_hull([(10, 0.5), (40, 0.8), (50, 0.81), (20, 0.55)])
-    assert hull[0] == (10, 0.5) and hull[-1] == (50, 0.81)
-    assert hull_at(hull, 25) == pytest.approx(0.5 + 0.3 * 15 / 30)
-    assert hull_at(hull, 5) == float("-inf")
+def test_mixture_ceiling_and_paired_interval() -> None:
+    """Three fixed strategies: cheap (10 ms, 2 passages, recall .5), mid (40 ms, 5, .8),
+    wide (40 ms, 8, .9). Under 25 ms and 5 passages the best mix is half cheap, half wide:
+    the ms cap needs half cheap, which leaves room in the passages for the wide one."""
+    q = 4
+    m = {
+        "recall": np.tile([0.5, 0.8, 0.9], (q, 1)),
+        "ms": np.tile([10.0, 40.0, 40.0], (q, 1)),
+        "passages": np.tile([2.0, 5.0, 8.0], (q, 1)),
+    }
+    best, per_query = mixture_ceiling(m, [0, 1, 2], at_ms=25.0, at_passages=5.0)
+    # ms: 10a + 40(1-a) ≤ 25 → a ≥ .5; passages with a = .5: 1 + 5b + 8c ≤ 5, b + c = .5
+    # → c ≤ .5: .5·.5 + .5·.9 = .7 (a mix alone on the ms axis would not see passages)
+    assert best == pytest.approx(0.7) and per_query == pytest.approx([0.7] * q)
+    assert mixture_ceiling(m, [0, 1], at_ms=25.0, at_passages=5.0)[0] == pytest.approx(0.65)
+    assert mixture_ceiling(m, [0, 1, 2], at_ms=40.0, at_passages=8.0)[0] == pytest.approx(0.9)
+    assert mixture_ceiling(m, [0, 1, 2], at_ms=5.0, at_passages=8.0)[0] == float("-inf")
     a, b = np.array([1.0] * 50 + [0.0] * 50), np.array([0.0] * 100)
     r = paired_interval(a, b)
     assert r["diff"] == pytest.approx(0.5) and r["ci95"][0] > 0.3

@@ -181,32 +181,30 @@ def _oof_kway(
     return choice, frontier, routers
 
 
-def upper_hull(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
-    """The upper-left frontier of (cost, recall) points that random mixing of the fixed
-    strategies reaches: non-decreasing in cost, concave."""
-    pts = sorted(set(points))
-    hull: list[tuple[float, float]] = []
-    for pt in pts:
-        if hull and pt[1] <= hull[-1][1]:
-            continue
-        while len(hull) >= 2:
-            (x1, y1), (x2, y2) = hull[-2], hull[-1]
-            if (y2 - y1) * (pt[0] - x1) <= (pt[1] - y1) * (x2 - x1):
-                hull.pop()
-            else:
-                break
-        hull.append(pt)
-    return hull
+def mixture_ceiling(
+    m: dict[str, np.ndarray], cols: Sequence[int], at_ms: float, at_passages: float
+) -> tuple[float, np.ndarray]:
+    """The fixed strategies' hull under both of the router's costs: the best mean recall a
+    random mix of the strategies `cols` reaches (a linear programme over the mix's weights)
+    with mean ms ≤ `at_ms` and mean passages ≤ `at_passages`; and each query's expected
+    recall under that mix (for a paired interval). Infeasible (cheaper than every mix):
+    -inf and zeros."""
+    from scipy.optimize import linprog
 
-
-def hull_at(hull: Sequence[tuple[float, float]], cost: float) -> float:
-    """The hull's recall at `cost` (below the cheapest: -inf; above the last: flat)."""
-    if cost < hull[0][0]:
-        return float("-inf")
-    for (x1, y1), (x2, y2) in zip(hull, hull[1:], strict=False):
-        if x1 <= cost <= x2:
-            return y1 + (y2 - y1) * (cost - x1) / (x2 - x1) if x2 > x1 else max(y1, y2)
-    return hull[-1][1]
+    r = m["recall"][:, cols]
+    ms, ps = m["ms"][:, cols].mean(axis=0), m["passages"][:, cols].mean(axis=0)
+    lp = linprog(
+        -r.mean(axis=0),
+        A_ub=np.vstack([ms, ps]),
+        b_ub=[at_ms, at_passages],
+        A_eq=np.ones((1, len(cols))),
+        b_eq=[1.0],
+        bounds=(0.0, 1.0),
+        method="highs",
+    )
+    if lp.status != 0:
+        return float("-inf"), np.zeros(len(r))
+    return float(-lp.fun), r @ lp.x
 
 
 def paired_interval(a: np.ndarray, b: np.ndarray, seed: int = 13) -> dict[str, Any]:
@@ -275,10 +273,23 @@ def kway_report(
         folds = np.array([fold_of(lab.query_id) for lab in labels])
         choice_k, per_budget, fold_routers = _oof_kway(x, mk, folds, tk, p, dataset, BUDGETS)
         lat = _time_kway(fold_routers[0].bind(dataset, _graphs()), labels, qv)
+        every = range(len(table))
         for b, ch in per_budget.items():
-            fig = router_figures(np.array([kway_cols[c] for c in ch]), lat, m, table)
+            picked = np.array([kway_cols[c] for c in ch])
+            fig = router_figures(picked, lat, m, table)
             keep = ("recall", "fcr", "mean_ms", "mean_passages", "graph_usage")
-            frontier.append({"budget": b, **{k: fig[k] for k in keep}})
+            # the fixed strategies' best mix at this point's own costs, paired on the queries
+            hull, mixed = mixture_ceiling(m, every, fig["mean_ms"], fig["mean_passages"])
+            got = m["recall"][np.arange(len(picked)), picked]
+            vs = paired_interval(got, mixed) if np.isfinite(hull) else None
+            frontier.append(
+                {
+                    "budget": b,
+                    **{k: fig[k] for k in keep},
+                    "hull_recall": hull if vs else None,
+                    "vs_hull": vs,
+                }
+            )
         if ablate:
             ablation = _ablation(dataset, labels, qv, mk, folds, tk, p)
     else:
@@ -469,7 +480,8 @@ def _paired(
     routers: dict[str, dict[str, Any]],
 ) -> dict[str, Any]:
     """kway against each router and the best fixed strategies, paired on the same queries;
-    and against the fixed strategies' hull at kway's own mean ms and mean passages."""
+    and against the fixed strategies' hull (the best random mix of them) at kway's own mean
+    ms and mean passages."""
     if "kway" not in chosen:
         return {}
     rows = np.arange(len(chosen["kway"]))
@@ -482,12 +494,11 @@ def _paired(
         if s.name in ("graph@5", "catrag@5"):
             out[f"kway_vs_always_{s.name}"] = paired_interval(kr, m["recall"][:, j])
     k = routers["kway"]
-    fixed = [routers[f"always_{s.name}"] for s in table]
-    for axis in ("mean_ms", "mean_passages"):
-        hull = upper_hull([(f[axis], f["recall"]) for f in fixed])
-        out[f"hull_at_kway_{axis}"] = {
-            "hull_recall": hull_at(hull, k[axis]),
-            "kway_recall": k["recall"],
-            "gap": k["recall"] - hull_at(hull, k[axis]),
-        }
+    ceiling, mixed = mixture_ceiling(m, range(len(table)), k["mean_ms"], k["mean_passages"])
+    out["hull_at_kway_cost"] = {
+        "hull_recall": ceiling if np.isfinite(ceiling) else None,
+        "kway_recall": k["recall"],
+        "gap": k["recall"] - ceiling if np.isfinite(ceiling) else None,
+        "paired": paired_interval(kr, mixed) if np.isfinite(ceiling) else None,
+    }
     return out
