@@ -67,7 +67,3 @@ CREATE TABLE adr_entity_embeddings (
     PRIMARY KEY (index_version, entity_id)
 );
 
--- insight and narrative texts are embedded once per encoder, like phrases and facts
-ALTER TABLE text_embeddings DROP CONSTRAINT text_embeddings_kind_check;
-ALTER TABLE text_embeddings ADD CONSTRAINT text_embeddings_kind_check
-    CHECK (kind IN ('entity', 'fact', 'insight', 'narrative'));
