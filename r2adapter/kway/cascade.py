@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from r2adapter.config import KwayParams
+
 
 @dataclass(frozen=True)
 class Costs:
@@ -109,3 +111,23 @@ def search_thresholds(
         if not moved:
             break
     return tau, best, feasible
+
+
+def tune_thresholds(
+    probs: np.ndarray, c: Costs, order: np.ndarray, fallback: int, cap_ms: float, p: KwayParams
+) -> tuple[np.ndarray, float, bool]:
+    """`search_thresholds` with params.yaml `kway:`'s grid, start, rounds, passages cap and
+    sharing: what training's periodic search and the report's re-tuning both call."""
+    grid = np.round(np.arange(p.tau_min, p.tau_max + 1e-9, p.tau_step), 6)
+    return search_thresholds(
+        probs,
+        c,
+        order,
+        fallback,
+        cap_ms,
+        p.max_passages,
+        grid,
+        p.confidence,
+        p.search_rounds,
+        p.shared_threshold,
+    )

@@ -26,7 +26,7 @@ import numpy as np
 from r2adapter.config import KwayParams, kway_params, router_params
 from r2adapter.errors import R2AError
 from r2adapter.evaluate.folds import N_FOLDS, fold_of, fold_roles
-from r2adapter.kway.cascade import Costs, choose, cost_cap, search_thresholds
+from r2adapter.kway.cascade import Costs, choose, cost_cap, tune_thresholds
 from r2adapter.kway.labels import StrategyLabel, outcome_matrix, read_strategy_labels
 from r2adapter.kway.model import KwayRouter, fit_kway
 from r2adapter.kway.strategies import Strategy, strategy_table
@@ -137,20 +137,8 @@ def _fit(
 
 def _retune(router: KwayRouter, x_val: np.ndarray, val: Costs, budget: float, p: KwayParams):
     """The same heads, thresholds re-searched on the validation queries under `budget`."""
-    grid = np.round(np.arange(p.tau_min, p.tau_max + 1e-9, p.tau_step), 6)
     cap = cost_cap(np.asarray(router.cfg.mean_ms), budget)
-    tau, _, _ = search_thresholds(
-        router.probs(x_val),
-        val,
-        router.order,
-        router.fallback_ix,
-        cap,
-        p.max_passages,
-        grid,
-        p.confidence,
-        p.search_rounds,
-        p.shared_threshold,
-    )
+    tau, _, _ = tune_thresholds(router.probs(x_val), val, router.order, router.fallback_ix, cap, p)
     return tau
 
 

@@ -23,7 +23,7 @@ from r2adapter.kway.cascade import (
     cost_cap,
     fallback_index,
     outcome,
-    search_thresholds,
+    tune_thresholds,
 )
 from r2adapter.kway.features import KwayFeatures
 from r2adapter.kway.strategies import parse_strategy
@@ -169,7 +169,6 @@ def fit_kway(
     order = np.argsort(mean_ms, kind="stable")
     fb = fallback_index(mean_recall, mean_ps, p.max_passages)
     cap = cost_cap(mean_ms, p.budget)
-    grid = np.round(np.arange(p.tau_min, p.tau_max + 1e-9, p.tau_step), 6)
     hist = FitHistory([], [], [], [], 0)
     best: tuple[float, np.ndarray, np.ndarray, np.ndarray] | None = None
     for step in range(1, p.epochs + 1):
@@ -183,18 +182,7 @@ def fit_kway(
             w = lin.weight.detach().numpy().T.astype(np.float64)
             b = lin.bias.detach().numpy().astype(np.float64)
         probs = 1.0 / (1.0 + np.exp(-(xv @ w + b)))
-        tau, score, ok = search_thresholds(
-            probs,
-            val,
-            order,
-            fb,
-            cap,
-            p.max_passages,
-            grid,
-            p.confidence,
-            p.search_rounds,
-            p.shared_threshold,
-        )
+        tau, score, ok = tune_thresholds(probs, val, order, fb, cap, p)
         r, ms, _ = outcome(choose(probs, tau, order, fb), val)
         hist.steps.append(step)
         hist.val_recall.append(r)
