@@ -331,6 +331,7 @@ def mode_comparison(
     auto_no_rewrite: list[float] = []  # auto's latency less the server's rewrite time
     graph_when_auto_graph: list[float] = []  # graph-mode latency of the auto-graph questions
     rewrites: Counter[str] = Counter()
+    strategies: Counter[str] = Counter()  # auto's strategy when the k-way router routes it
     t_end = time.monotonic() + budget_s
     done = 0
     before = loadavg()
@@ -364,6 +365,7 @@ def mode_comparison(
             if "auto" in got:
                 ms, body = got["auto"]
                 auto_by_decision.setdefault(body["decision"], []).append(ms)
+                strategies[body.get("strategy") or body["decision"]] += 1
                 auto_no_rewrite.append(ms - float(body["timings_ms"].get("rewrite", 0.0)))
                 if body.get("rewritten"):
                     rewrites["rewritten"] += 1
@@ -407,6 +409,10 @@ def mode_comparison(
         "auto_over_graph_p50": ratio,
         "auto": {
             "graph_share": len(auto_by_decision.get("graph", [])) / n_auto if n_auto else None,
+            # kway routes auto over every strategy (<retriever>@<k>); two-way: dense/graph
+            "strategy_share": {k: v / n_auto for k, v in strategies.most_common()}
+            if n_auto
+            else {},
             "by_decision": {k: stats(v) for k, v in auto_by_decision.items()},
             "rewrites": dict(rewrites),
             "less_server_rewrite_time": stats(auto_no_rewrite),
