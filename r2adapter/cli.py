@@ -112,7 +112,7 @@ def _data_load(args: argparse.Namespace) -> int:
 def _index(args: argparse.Namespace) -> int:
     from r2adapter import steps
 
-    r = steps.index(args.dataset, args.openie, adr=True if args.adr else None)
+    r = steps.index(args.dataset, args.openie, adr=True if args.adr else None, shards=args.shards)
     _emit(args, r.to_report())
     c = r.counts
     what = "new index version" if r.created else "index up to date, nothing rebuilt:"
@@ -539,6 +539,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--adr",
         action="store_true",
         help="build ADR's dual hypergraph too (default: params.yaml adr.enabled)",
+    )
+    idx.add_argument(
+        "--shards",
+        type=int,
+        default=1,
+        help="embed and extract in N local processes, then merge into one version (default 1)",
     )
     idx.set_defaults(func=_index)
 

@@ -32,11 +32,18 @@ def load(dataset: str) -> LoadResult:
     return _load(load_dataset(dataset))
 
 
-def index(dataset: str, openie: str = "spacy", adr: bool | None = None) -> IndexReport:
+def index(
+    dataset: str, openie: str = "spacy", adr: bool | None = None, shards: int = 1
+) -> IndexReport:
     """Embed passages, run OpenIE, build the knowledge graph (docs/architecture.md, step 2);
-    with `adr` (None: params.yaml adr.enabled) ADR's dual hypergraph too."""
+    with `adr` (None: params.yaml adr.enabled) ADR's dual hypergraph too. `shards` > 1: the
+    per-passage work in that many local processes first, then the same one-transaction
+    merge (r2adapter/index/shards.py)."""
     from r2adapter.index.build import build_index
+    from r2adapter.index.shards import build_sharded, check_shards
 
+    if check_shards(shards) > 1:
+        return build_sharded(dataset, openie, shards, adr=adr)
     return build_index(dataset, openie, adr=adr)
 
 
