@@ -472,10 +472,13 @@ class AdrParams:
     insight_text: str = "extractive"  # extractive (the source sentence) | llm
     llm_timeout_s: float = 30.0  # an LLM insight slower than this: the extractive text, counted
     k_e: int = 5  # ADR eq. 2: entity anchors
+    # embedding: eq. 2 as written (nearest to the question's embedding); lexical: first the
+    # entities the question names (word n-grams, longest first), then eq. 2 to fill k_e
+    anchor: str = "lexical"
     k_d: int = 3  # ADR eq. 6: deep insight edges matched top-down
     max_up_edges: int = 5  # eq. 5's edges kept, the most query-similar (bounds the context)
     fact_tokens: int = 256  # the facts handed to the reader, ≤ this many tokens
-    max_passages: int = 10  # the passages an operator hands the reader, ranked
+    max_passages: int = 5  # the passages an operator hands the reader, ranked (as @5)
     tokenizer: str = ""  # the reader's tokenizer (a transformers name/path); "": the encoder's
     gamma: float = 0.75  # ADR eq. 1: the class if its confidence ≥ γ, else moderate
     gammas: tuple[float, ...] = (0.5, 0.65, 0.75, 0.85)  # the fallback-share sensitivity
@@ -496,6 +499,10 @@ class AdrParams:
             f"adr.insight_text must be extractive or llm, not {self.insight_text!r}",
         )
         _need(self.resolution > 0 and self.classifier_c > 0, "adr: resolution, classifier_c > 0")
+        _need(
+            self.anchor in ("embedding", "lexical"),
+            f"adr.anchor must be embedding or lexical, not {self.anchor!r}",
+        )
         _need(
             self.objective in ("CPM", "modularity"),
             f"adr.objective must be CPM or modularity, not {self.objective!r}",

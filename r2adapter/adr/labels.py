@@ -99,7 +99,7 @@ def label_dataset(dataset: str, p: AdrParams | None = None) -> list[AdrLabel]:
     split = label_params().split
     v0 = enc.encode([queries[0].question])[0]  # warm-up: lazy loads are not a query's cost
     for n in OPERATORS:
-        ops.run(n, v0)
+        ops.run(n, v0, queries[0].question)
     out = []
     with threadpool_limits(1):
         for q in tqdm(queries, desc="label: adr operators", unit="query"):
@@ -108,7 +108,7 @@ def label_dataset(dataset: str, p: AdrParams | None = None) -> list[AdrLabel]:
             embed_ms = (time.perf_counter() - t) * 1000
             res = {}
             for n in OPERATORS:
-                c = ops.run(n, v)
+                c = ops.run(n, v, q.question)
                 res[n] = outcome(c.passage_ids, q.gold_passage_ids, c.tokens, c.ms + embed_ms)
             out.append(
                 AdrLabel(

@@ -27,6 +27,7 @@ from r2adapter.adr.hypergraph import narrative_members
 from r2adapter.config import AdrParams, adr_params
 from r2adapter.errors import R2AError
 from r2adapter.index.graph import fact_text
+from r2adapter.index.openie import normalize_phrase
 from r2adapter.store.db import connection
 
 OPERATORS = ("simple", "moderate", "complex")  # ADR's classes y = 1, 2, 3, in cost order
@@ -61,6 +62,7 @@ class AdrIndex:
     version: int
     dim: int
     entity_names: list[str]
+    entity_id: dict[str, int]
     fact_emb: np.ndarray
     fact_lines: list[str]
     fact_tokens: np.ndarray
@@ -132,6 +134,7 @@ def load_adr_index(dataset: str, p: AdrParams | None = None) -> AdrIndex:
         version.id,
         version.dim,
         names,
+        {n: i for i, n in enumerate(names)},
         g.fact_emb,
         lines,
         np.array(count(lines), dtype=np.int64),
@@ -197,12 +200,21 @@ class AdrOperators:
         ms = (time.perf_counter() - t0) * 1000
         return AdrContext(op, passages, facts, stories, tokens, ms, anchors)
 
-    def _anchor(self, qvec: np.ndarray) -> tuple[list[tuple[int, float]], list[int], np.ndarray]:
-        """Eq. 2–3: the k_e nearest entities and the factual edges touching them."""
+    def _anchor(
+        self, qvec: np.ndarray, query: str = ""
+    ) -> tuple[list[tuple[int, float]], list[int], np.ndarray]:
+        """Eq. 2–3: the k_e anchor entities and the factual edges touching them. `embedding`
+        (eq. 2 as written): the k_e nearest the query's embedding. `lexical`: first the
+        entities the query names (longest first), then the nearest to fill k_e."""
+        named: list[tuple[int, float]] = []
+        if self.p.anchor == "lexical" and query:
+            named = [(e, 1.0) for e in self._named(query)]
         with connection() as conn:
-            anchors = store.nearest(
+            near = store.nearest(
                 conn, "adr_entity_embeddings", self.ix.version, self.ix.dim, qvec, self.p.k_e
             )
+        taken = {e for e, _ in named}
+        anchors = (named + [(e, s) for e, s in near if e not in taken])[: self.p.k_e]
         sub = {f for e, _ in anchors for f in self.ix.entity_facts[e]}
         ranked, scores = self._facts(sub, qvec)
         return anchors, ranked, scores
@@ -223,19 +235,34 @@ class AdrOperators:
             pid = self.ix.hyperedge_passage[v]
             into[pid] = max(into.get(pid, -1.0), float(s))
 
+    def _named(self, query: str, longest: int = 8) -> list[int]:
+        """Entities whose name the query holds as a word n-gram, longest first; an n-gram
+        inside one already matched adds nothing."""
+        words = normalize_phrase(query).split()
+        covered = [False] * len(words)
+        found: list[int] = []
+        for n in range(min(longest, len(words)), 0, -1):
+            for i in range(len(words) - n + 1):
+                e = self.ix.entity_id.get(" ".join(words[i : i + n]))
+                if e is None or all(covered[i : i + n]) or e in found:
+                    continue
+                found.append(e)
+                covered[i : i + n] = [True] * n
+        return found
+
     # -- the operators ------------------------------------------------------------------
-    def simple(self, qvec: np.ndarray) -> AdrContext:
+    def simple(self, qvec: np.ndarray, query: str = "") -> AdrContext:
         t0 = time.perf_counter()
-        anchors, ranked, scores = self._anchor(qvec)
+        anchors, ranked, scores = self._anchor(qvec, query)
         facts, ftok = self._fact_context(ranked)
         names = [self.ix.entity_names[e] for e, _ in anchors]
         return self._finish(
             "simple", t0, self._fact_passages(ranked, scores), facts, ftok, [], names
         )
 
-    def moderate(self, qvec: np.ndarray) -> AdrContext:
+    def moderate(self, qvec: np.ndarray, query: str = "") -> AdrContext:
         t0 = time.perf_counter()
-        anchors, ranked, scores = self._anchor(qvec)
+        anchors, ranked, scores = self._anchor(qvec, query)
         facts, ftok = self._fact_context(ranked)
         # eq. 4: π of the anchored higher-order hyperedges; eq. 5: the edges above them
         seeds = {h for e, _ in anchors for h in self.ix.entity_hyperedges[e]}
@@ -248,7 +275,7 @@ class AdrOperators:
         names = [self.ix.entity_names[e] for e, _ in anchors]
         return self._finish("moderate", t0, scored, facts, ftok, up, names)
 
-    def complex(self, qvec: np.ndarray) -> AdrContext:
+    def complex(self, qvec: np.ndarray, query: str = "") -> AdrContext:
         t0 = time.perf_counter()
         with connection() as conn:
             top = store.nearest(
@@ -263,5 +290,6 @@ class AdrOperators:
         self._insight_passages(ground, qvec, scored)
         return self._finish("complex", t0, scored, facts, ftok, edges, [])
 
-    def run(self, operator: str, qvec: np.ndarray) -> AdrContext:
-        return getattr(self, check_operator(operator))(qvec)
+    def run(self, operator: str, qvec: np.ndarray, query: str = "") -> AdrContext:
+        """`query`: the question's text (lexical anchoring reads it)."""
+        return getattr(self, check_operator(operator))(qvec, query)

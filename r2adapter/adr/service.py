@@ -40,7 +40,7 @@ def answer(dataset: str, question: str, operator: str = "route") -> dict[str, An
         )
     if operator not in OPERATORS:  # pragma: no cover - decide() returns OPERATORS only
         raise R2AError(f"unknown ADR class {operator!r}")
-    c = ops.run(operator, qvec)
+    c = ops.run(operator, qvec, question)
     texts = passages_by_id(name, c.passage_ids)
     return {
         "dataset": name,
