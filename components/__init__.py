@@ -3,7 +3,7 @@ functions the CLI calls), run in the project image. See components/README.md."""
 
 from components.deploy import deploy
 from components.evaluate import evaluate
-from components.index import index
+from components.index import index, index_shard, index_shards
 from components.kway import label_strategies, promote_kway, train_kway
 from components.label import label_merge, label_shard, label_shards
 from components.promote import promote
@@ -15,6 +15,8 @@ __all__ = [
     "deploy",
     "evaluate",
     "index",
+    "index_shard",
+    "index_shards",
     "label_merge",
     "label_strategies",
     "label_shard",

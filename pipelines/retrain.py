@@ -1,6 +1,7 @@
 """The retraining pipeline (Kubeflow Pipelines v2): the loop of r2adapter/loop.py.
 
-    validate ─▶ index ─▶ label-shards ─▶ ParallelFor: label-shard ─▶ label-merge
+    validate ─▶ index-shards ─▶ ParallelFor: index-shard ─▶ index (the merge)
+             ─▶ label-shards ─▶ ParallelFor: label-shard ─▶ label-merge
                                                                         │ labels
     deploy ◀── If promoted ◀── promote ◀── register ◀── train (GPU) ◀───┤  one branch
                                   │                      model              │  per router
@@ -36,6 +37,7 @@ import components as c
 from r2adapter.config import DEFAULT_DATASET
 from r2adapter.errors import R2AError
 from r2adapter.index.openie import OPENIE_BACKENDS
+from r2adapter.index.shards import MAX_SHARDS as MAX_INDEX_SHARDS
 from r2adapter.loop import ROUTERS
 from r2adapter.steps import SHIPPED_DATASETS as DATASETS
 
@@ -56,6 +58,7 @@ DEFAULTS: dict[str, Any] = {
     "eval_every_n_steps": 0,
     "tau_step": 0.0,
     "n_label_shards": 4,
+    "n_index_shards": 2,  # indexing's fan-out (r2adapter/index/shards.py)
 }
 
 # ---- where things are in the cluster (k8s/) -----------------------------------------------
@@ -96,6 +99,7 @@ def validate_params(
     eval_every_n_steps: int | None = None,
     tau_step: float | None = None,
     n_label_shards: int = DEFAULTS["n_label_shards"],
+    n_index_shards: int = DEFAULTS["n_index_shards"],
 ) -> dict[str, Any]:
     """The run's arguments, all explicit, or an R2AError with a one-line reason. Contacts
     nothing. The router's fields (None: from params.yaml, sent as 0) go through
@@ -113,6 +117,7 @@ def validate_params(
         ("epochs", epochs),
         ("eval_every_n_steps", eval_every_n_steps),
         ("n_label_shards", n_label_shards),
+        ("n_index_shards", n_index_shards),
     ):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise R2AError(f"{name} must be an integer, not {value!r}")
@@ -123,6 +128,10 @@ def validate_params(
     if not 1 <= n_label_shards <= MAX_LABEL_SHARDS:
         raise R2AError(
             f"n_label_shards must be between 1 and {MAX_LABEL_SHARDS}, not {n_label_shards}"
+        )
+    if not 1 <= n_index_shards <= MAX_INDEX_SHARDS:
+        raise R2AError(
+            f"n_index_shards must be between 1 and {MAX_INDEX_SHARDS}, not {n_index_shards}"
         )
     for r in ROUTERS:
         router_params(
@@ -135,6 +144,7 @@ def validate_params(
         "eval_every_n_steps": eval_every_n_steps or 0,
         "tau_step": float(tau_step or 0.0),
         "n_label_shards": n_label_shards,
+        "n_index_shards": n_index_shards,
     }
 
 
@@ -172,6 +182,7 @@ def _graph(
     eval_every_n_steps: Any,
     tau_step: Any,
     n_label_shards: Any,
+    n_index_shards: Any,
     cluster: bool,
 ) -> None:
     """Both pipelines' tasks. `cluster` adds the Kubernetes configuration."""
@@ -201,8 +212,26 @@ def _graph(
     validate = c.validate(dataset=dataset).set_caching_options(False)
     k8s(validate, data=True)
 
+    # indexing fans out like labelling: the plan loads the corpus (live state: not cached),
+    # each shard fills the caches for its passages, the merge writes the one new version
+    plan = c.index_shards(
+        dataset=dataset, n_shards=n_index_shards, data_fingerprint=validate.outputs["fingerprint"]
+    ).set_caching_options(False)
+    k8s(plan, secrets=DB, data=True, retry=True)
+    with dsl.ParallelFor(plan.output, name="index-shards-loop") as part:
+        warm = c.index_shard(
+            dataset=dataset,
+            openie=openie,
+            shard=part.shard,
+            n_shards=part.n_shards,
+            data_fingerprint=part.data_fingerprint,
+        ).set_caching_options(True)
+        k8s(warm, secrets={**DB, **LLM_KEY}, config=LLM, data=True, retry=True)
     index = c.index(
-        dataset=dataset, openie=openie, data_fingerprint=validate.outputs["fingerprint"]
+        dataset=dataset,
+        openie=openie,
+        data_fingerprint=validate.outputs["fingerprint"],
+        shard_passages=dsl.Collected(warm.output),
     )
     index.set_caching_options(True)
     k8s(index, secrets={**DB, **LLM_KEY}, config=LLM, data=True, retry=True)
@@ -285,8 +314,18 @@ def _pipeline(name: str, description: str, cluster: bool) -> Any:
         eval_every_n_steps: int = DEFAULTS["eval_every_n_steps"],
         tau_step: float = DEFAULTS["tau_step"],
         n_label_shards: int = DEFAULTS["n_label_shards"],
+        n_index_shards: int = DEFAULTS["n_index_shards"],
     ) -> None:
-        _graph(dataset, openie, epochs, eval_every_n_steps, tau_step, n_label_shards, cluster)
+        _graph(
+            dataset,
+            openie,
+            epochs,
+            eval_every_n_steps,
+            tau_step,
+            n_label_shards,
+            n_index_shards,
+            cluster,
+        )
 
     return dsl.pipeline(name=name, description=description)(pipeline)
 
@@ -294,7 +333,7 @@ def _pipeline(name: str, description: str, cluster: bool) -> Any:
 # What Kubeflow runs (compiled to pipelines/retrain.yaml).
 retrain_pipeline = _pipeline(
     PIPELINE_NAME,
-    "R2Adapter router retraining: validate, index, label (sharded), then for each router "
+    "R2Adapter router retraining: validate, index (sharded), label (sharded), then for each router "
     "train on a GPU, register, promotion gate, deploy when its champion moved; evaluate.",
     cluster=True,
 )

@@ -48,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-every-n-steps", type=int, default=None, help="default: params.yaml")
     p.add_argument("--tau-step", type=float, default=None, help="default: params.yaml")
     p.add_argument("--n-label-shards", type=int, default=DEFAULTS["n_label_shards"])
+    p.add_argument("--n-index-shards", type=int, default=DEFAULTS["n_index_shards"])
     p.add_argument("--experiment", default=EXPERIMENT)
     p.add_argument("--run-name", default=None, help="default: r2a-retrain-<dataset>")
     p.add_argument(
@@ -74,6 +75,7 @@ def submit(args: argparse.Namespace, client: Any = None) -> str:
         eval_every_n_steps=args.eval_every_n_steps,
         tau_step=args.tau_step,
         n_label_shards=args.n_label_shards,
+        n_index_shards=args.n_index_shards,
     )
     cron = kfp_cron(args.recurring) if args.recurring else None
     if client is None:

@@ -35,10 +35,13 @@ TRAIN = set(per_router("train"))
 # the k-way router's branch: KFP numbers its deploy after the two-way routers' ones
 KWAY_DEPLOY = f"deploy-{len(ROUTERS) + 1}"
 KWAY = {"label-strategies", "train-kway", "promote-kway", KWAY_DEPLOY}
-TASKS = {"validate", "index", "label-shards", "label-shard", "label-merge", "evaluate", *KWAY}
+INDEX = {"index-shards", "index-shard", "index"}  # plan, ParallelFor: warm shard i, merge
+TASKS = {"validate", *INDEX, "label-shards", "label-shard", "label-merge", "evaluate", *KWAY}
 TASKS |= {t for task in ("train", "register", "promote", "deploy") for t in per_router(task)}
-CACHED = {"index", "label-shards", "label-shard", "label-merge", "label-strategies", *TRAIN}
-RETRIED = {"index", "evaluate", "train-kway", "promote-kway", KWAY_DEPLOY}
+# the index plan loads the corpus into Postgres (live state): never cached
+CACHED = {"index-shard", "index", "label-shards", "label-shard", "label-merge"}
+CACHED |= {"label-strategies", *TRAIN}
+RETRIED = {*INDEX, "evaluate", "train-kway", "promote-kway", KWAY_DEPLOY}
 RETRIED |= {t for task in ("register", "promote", "deploy") for t in per_router(task)}
 
 
@@ -148,7 +151,7 @@ def test_settings_from_secret_and_config_map(compiled: dict[str, Any]) -> None:
         k8s = compiled["k8s"].get(_executor(compiled, task), {})
         return {e["envVar"] for block in k8s.get(kind, []) for e in block["keyToEnv"]}
 
-    for task in ("index", "label-shard", "label-merge", "promote", "evaluate"):
+    for task in (*INDEX, "label-shard", "label-merge", "promote", "evaluate"):
         assert "R2A_DATABASE_URL" in envs(task, "secretAsEnv"), task
     for task in ("train", "register", "promote", "deploy"):
         for t in per_router(task):
@@ -158,8 +161,9 @@ def test_settings_from_secret_and_config_map(compiled: dict[str, Any]) -> None:
     for t in ("label-strategies", "train-kway", "promote-kway"):
         assert "R2A_DATABASE_URL" in envs(t, "secretAsEnv"), t
     assert "MLFLOW_TRACKING_URI" in envs("evaluate", "configMapAsEnv")
-    assert {"R2A_LLM_BASE_URL", "R2A_LLM_MODEL"} <= envs("index", "configMapAsEnv")
-    assert "R2A_LLM_API_KEY" in envs("index", "secretAsEnv")
+    for task in ("index", "index-shard"):  # OpenIE `llm` runs in the shards (and the merge)
+        assert {"R2A_LLM_BASE_URL", "R2A_LLM_MODEL"} <= envs(task, "configMapAsEnv"), task
+        assert "R2A_LLM_API_KEY" in envs(task, "secretAsEnv"), task
     for ex, k8s in compiled["k8s"].items():
         for block in k8s.get("secretAsEnv", []):
             assert block["secretName"] == "r2a-secrets", ex
@@ -171,7 +175,7 @@ def test_settings_from_secret_and_config_map(compiled: dict[str, Any]) -> None:
         assert names <= {"R2A_HOME"}, (ex, names)
     text = retrain.PIPELINE_YAML.read_text()
     assert "postgresql://" not in text and "http://r2a-mlflow" not in text
-    for task in ("validate", "index"):
+    for task in ("validate", *INDEX):
         mounts = compiled["k8s"][_executor(compiled, task)]["pvcMount"]
         assert mounts[0]["constant"] == retrain.DATA_PVC
 
@@ -213,15 +217,44 @@ def test_deploy_only_when_champion_moved(compiled: dict[str, Any], i: int) -> No
     assert promote_out["parameters"]["Output"]["parameterType"] == "BOOLEAN"
 
 
-def test_labelling_fans_out(compiled: dict[str, Any]) -> None:
+def _loop_of(compiled: dict[str, Any], task: str) -> tuple[str, dict[str, Any]]:
+    """The root ParallelFor whose body holds `task`."""
     loops = {
         name: t
         for name, t in compiled["spec"]["root"]["dag"]["tasks"].items()
         if "parameterIterator" in t
     }
-    assert len(loops) == 1
-    ((name, loop),) = loops.items()
-    assert compiled["parents"]["label-shard"] == loop["componentRef"]["name"]
+    assert len(loops) == 2, "two fan-outs: indexing and labelling"
+    (found,) = [
+        (n, t) for n, t in loops.items() if compiled["parents"][task] == t["componentRef"]["name"]
+    ]
+    return found
+
+
+def test_indexing_fans_out(compiled: dict[str, Any]) -> None:
+    """index-shards (after validate) → ParallelFor: index-shard → index, the merge, which
+    collects every shard's output; labelling reads the merged version."""
+    name, loop = _loop_of(compiled, "index-shard")
+    tasks = compiled["tasks"]
+    assert loop["dependentTasks"] == ["index-shards"]
+    assert tasks["index-shards"]["dependentTasks"] == ["validate"]
+    assert loop["parameterIterator"]["items"]["inputParameter"].startswith(
+        "pipelinechannel--index-shards-Output"
+    )
+    collected = tasks["index"]["inputs"]["parameters"]["shard_passages"]
+    assert collected["taskOutputParameter"]["producerTask"] == name
+    assert name in tasks["index"]["dependentTasks"]
+    # each shard's inputs come from its loop item, not from another task's output
+    shard_in = tasks["index-shard"]["inputs"]["parameters"]
+    for p in ("shard", "n_shards", "data_fingerprint"):
+        assert "parameterExpressionSelector" in shard_in[p], p
+    n = compiled["spec"]["root"]["inputDefinitions"]["parameters"]["n_index_shards"]
+    assert n["defaultValue"] == retrain.DEFAULTS["n_index_shards"] >= 2
+    assert tasks["label-shards"]["dependentTasks"] == ["index"]
+
+
+def test_labelling_fans_out(compiled: dict[str, Any]) -> None:
+    name, loop = _loop_of(compiled, "label-shard")
     assert "label-shards" in loop["dependentTasks"]
     assert loop["parameterIterator"]["items"]["inputParameter"].startswith(
         "pipelinechannel--label-shards-Output"
@@ -253,6 +286,8 @@ class NoClient:
         (["--dataset", "nosuch"], "unknown dataset 'nosuch': choose one of"),
         (["--openie", "magic"], "unknown OpenIE backend 'magic'"),
         (["--n-label-shards", "0"], "n_label_shards must be between 1 and"),
+        (["--n-index-shards", "0"], "n_index_shards must be between 1 and 256, not 0"),
+        (["--n-index-shards", "257"], "n_index_shards must be between 1 and 256, not 257"),
         (["--recurring", "every sunday"], "--recurring needs a cron expression"),
     ],
 )
@@ -282,6 +317,8 @@ def test_validate_params_direct() -> None:
         retrain.validate_params(epochs=-3)
     with pytest.raises(R2AError, match="n_label_shards must be an integer"):
         retrain.validate_params(n_label_shards=2.5)  # type: ignore[arg-type]
+    with pytest.raises(R2AError, match="n_index_shards must be an integer"):
+        retrain.validate_params(n_index_shards=True)
     # unset router fields are 0: each router's own params.yaml values (they differ)
     resolved = retrain.validate_params()
     assert (resolved["epochs"], resolved["eval_every_n_steps"], resolved["tau_step"]) == (0, 0, 0)
@@ -367,6 +404,7 @@ def local_run(
             eval_every_n_steps=0,
             tau_step=0.0,
             n_label_shards=2,
+            n_index_shards=2,
         )
         seconds = time.perf_counter() - t0
         print(f"\nlocal pipeline run: {seconds:.0f} s")
@@ -434,6 +472,13 @@ def test_local_run_artifacts_and_gate(local_run: dict[str, Any]) -> None:
     from r2adapter.config import router_params
 
     root = local_run["root"]
+    # the index fanned out: two shards, together the whole corpus of the merged version
+    warmed = sorted(root.glob("*/for-loop-*-iteration-*/index-shard/executor_output.json"))
+    assert len(warmed) == 2, warmed
+    per_shard = [json.loads(p.read_text())["parameterValues"]["Output"] for p in warmed]
+    assert all(n > 0 for n in per_shard)
+    assert sum(per_shard) == _metrics(root, "index")["passages"]
+
     shards = sorted(root.glob("*/for-loop-*-iteration-*/label-shard/rankings"))
     assert len(shards) == 2, shards
     ranked = [json.loads(p.read_text()) for p in shards]
