@@ -5,7 +5,8 @@
 - moderate, bottom-up diffusion: the simple context, plus the deep insight edges one hop
   above the anchored higher-order hyperedges (eq. 4–5; the `max_up_edges` most
   query-similar are kept, so the context stays bounded).
-- complex, top-down grounding: the k_d deep insight edges nearest the query (eq. 6, HNSW),
+- complex, top-down grounding: the k_d deep insight edges nearest the query (eq. 6, HNSW;
+  an edge's similarity is its best member insight's by default, `edge_match`),
   grounded through π⁻¹ in their factual hyperedges and those hyperedges' facts (eq. 7).
 
 Each returns the passages its facts and insights come from (ranked by the query similarity
@@ -277,11 +278,7 @@ class AdrOperators:
 
     def complex(self, qvec: np.ndarray, query: str = "") -> AdrContext:
         t0 = time.perf_counter()
-        with connection() as conn:
-            top = store.nearest(
-                conn, "adr_insight_edges", self.ix.version, self.ix.dim, qvec, self.p.k_d
-            )
-        edges = [e for e, _ in top]
+        edges = self._top_edges(qvec)
         # eq. 7: π⁻¹ of every member insight vertex (vertex i is hyperedge i)
         ground = [v for e in edges for v in self.ix.edge_members[e]]
         ranked, _ = self._facts({f for h in ground for f in self.ix.hyperedge_facts[h]}, qvec)
@@ -289,6 +286,27 @@ class AdrOperators:
         scored: dict[str, float] = {}
         self._insight_passages(ground, qvec, scored)
         return self._finish("complex", t0, scored, facts, ftok, edges, [])
+
+    def _top_edges(self, qvec: np.ndarray) -> list[int]:
+        """Eq. 6: the k_d deep insight edges most similar to the query. `narrative`: by the
+        narrative's embedding; `member`: by the edge's most similar member insight (the
+        insight vertices' HNSW, edges in order of their best member)."""
+        ix, k = self.ix, self.p.k_d
+        with connection() as conn:
+            if self.p.edge_match == "narrative":
+                top = store.nearest(conn, "adr_insight_edges", ix.version, ix.dim, qvec, k)
+                return [e for e, _ in top]
+            near = store.nearest(
+                conn, "adr_insight_vertices", ix.version, ix.dim, qvec, k * self.p.member_pool
+            )
+        edges: list[int] = []
+        for v, _ in near:
+            e = int(ix.vertex_edge[v])
+            if e not in edges:
+                edges.append(e)
+                if len(edges) == k:
+                    break
+        return edges
 
     def run(self, operator: str, qvec: np.ndarray, query: str = "") -> AdrContext:
         """`query`: the question's text (lexical anchoring reads it)."""
