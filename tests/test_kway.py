@@ -94,7 +94,9 @@ def test_the_heads_learn_a_planted_signal_and_survive_save_load(tmp_path: Path) 
     suitable = np.stack([~hard, np.ones(n, dtype=bool)], axis=1)
     recall = suitable.astype(float)
     c = Costs(recall, np.tile([10.0, 50.0], (n, 1)), np.full((n, 2), 5.0))
-    p = kway_params(strategies=("dense@5", "graph@5"), features=("query_embedding",), budget=0.8)
+    p = kway_params(
+        strategies=("dense@5", "graph@5"), route=(), features=("query_embedding",), budget=0.8
+    )
     tr, va, te = np.arange(0, 200), np.arange(200, 250), np.arange(250, 300)
 
     def rows(r: np.ndarray) -> Costs:
@@ -255,3 +257,16 @@ def test_the_service_routes_auto_with_the_kway_champion(kway_service: str) -> No
     assert got["strategy"] == body["strategy"] and len(got["passages"]) == got["k"]
     r = httpx.post(f"{kway_service}/retrieve", json={**q, "mode": "dense", "top_k": 3}, timeout=60)
     assert r.status_code == 200 and len(r.json()["passages"]) == 3 and r.json()["strategy"] is None
+
+
+@pytest.mark.unit
+def test_route_is_a_labelled_subset() -> None:
+    """kway.route: the router's strategies, a subset of the labelled table; [] routes all."""
+    p = kway_params(strategies=("dense@5", "graph@5", "graph@8"), route=("dense@5", "graph@5"))
+    assert p.routed().strategies == ("dense@5", "graph@5") and p.routed().route == ()
+    assert kway_params(strategies=("dense@5", "graph@8"), route=()).routed().strategies == (
+        "dense@5",
+        "graph@8",
+    )
+    with pytest.raises(R2AError, match=r"kway.route: \['catrag@5'\] not in kway.strategies"):
+        kway_params(strategies=("dense@5", "graph@5"), route=("catrag@5",))

@@ -227,10 +227,9 @@ def kway_report(
         raise R2AError(f"unknown protocol {protocol!r}: choose {', '.join(PROTOCOLS)}")
     if budget is not None and not 0.0 <= budget <= 1.0:
         raise R2AError(f"--budget must be in [0, 1], not {budget}")
-    p = kway_params()
-    if budget is not None:
-        p = kway_params(budget=budget)
-    names = _with_two_way(p.strategies)
+    every = kway_params() if budget is None else kway_params(budget=budget)
+    p = every.routed()  # the strategies the router chooses among (kway.route)
+    names = _with_two_way(every.strategies)  # every labelled strategy: the always_* rows
     p_eval = kway_params(strategies=tuple(names), budget=p.budget)
     table = strategy_table(names)
     kway_cols = [names.index(s) for s in p.strategies]
@@ -261,13 +260,13 @@ def kway_report(
         folds = np.array([fold_of(lab.query_id) for lab in labels])
         choice_k, per_budget, fold_routers = _oof_kway(x, mk, folds, tk, p, dataset, BUDGETS)
         lat = _time_kway(fold_routers[0].bind(dataset, _graphs()), labels, qv)
-        every = range(len(table))
+        fixed = range(len(table))
         for b, ch in per_budget.items():
             picked = np.array([kway_cols[c] for c in ch])
             fig = router_figures(picked, lat, m, table)
             keep = ("recall", "fcr", "mean_ms", "mean_passages", "graph_usage")
             # the fixed strategies' best mix at this point's own costs, paired on the queries
-            hull, mixed = mixture_ceiling(m, every, fig["mean_ms"], fig["mean_passages"])
+            hull, mixed = mixture_ceiling(m, fixed, fig["mean_ms"], fig["mean_passages"])
             got = m["recall"][np.arange(len(picked)), picked]
             vs = paired_interval(got, mixed) if np.isfinite(hull) else None
             frontier.append(
@@ -280,6 +279,13 @@ def kway_report(
             )
         if ablate:
             ablation = _ablation(dataset, labels, qv, mk, folds, tk, p)
+            if set(p.strategies) != set(every.strategies):  # kway.route against them all
+                cols = [names.index(s) for s in every.strategies]
+                ma = {k: v[:, cols] if v.ndim == 2 else v for k, v in m.items()}
+                pa = kway_params(budget=p.budget, route=())
+                ch_all, _, _ = _oof_kway(x, ma, folds, [table[j] for j in cols], pa, dataset)
+                picked = np.array([cols[c] for c in ch_all])
+                ablation["routing_every_strategy"] = router_figures(picked, lat, m, table)
     else:
         mk_all = {k: v[:, kway_cols] if v.ndim == 2 else v for k, v in m_all.items()}
         kr = _served_kway(dataset, p, protocol, x_all, mk_all, splits, tk, notes)
@@ -315,7 +321,8 @@ def kway_report(
         "n_queries": len(labels),
         "budget": p.budget,
         "max_passages": p.max_passages,
-        "strategies": list(p.strategies),
+        "strategies": list(p.strategies),  # what kway routes among (kway.route)
+        "labelled_strategies": list(every.strategies),
         "routers": routers,
         "frontier": frontier,
         "ablation": ablation,
@@ -448,7 +455,7 @@ def _ablation(dataset, labels, qv, mk, folds, tk, p: KwayParams) -> dict[str, An
         feats = tuple(f for f in p.features if f != drop)
         if not feats:
             continue
-        pf = kway_params(features=feats, budget=p.budget)
+        pf = kway_params(features=feats, budget=p.budget).routed()
         x = _features(dataset, feats, labels, qv)
         ch, _, _ = _oof_kway(x, mk, folds, tk, pf, dataset)
         fig = router_figures(ch, zero, mk, tk)

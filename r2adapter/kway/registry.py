@@ -75,7 +75,7 @@ def train_and_register_kway(dataset: str, p: KwayParams | None = None) -> dict[s
     from r2adapter.registry.tracking import mlflow_setup
 
     t0 = time.perf_counter()
-    p = p or kway_params()
+    p = (p or kway_params()).routed()  # the heads cover the strategies it routes among
     d = split_data(dataset, p)
     tr, va = np.where(d.split == "train")[0], np.where(d.split == "val")[0]
     if not len(tr) or not len(va):
@@ -170,7 +170,7 @@ def promote_kway(dataset: str | None = None) -> dict[str, Any]:
         raise R2AError("the candidate has no dataset tag: pass --dataset")
     champ_v = _version("champion")
     cand, _ = load_kway("candidate")
-    p = kway_params(strategies=cand.cfg.strategies, features=cand.cfg.features)
+    p = kway_params(strategies=cand.cfg.strategies, features=cand.cfg.features, route=())
     d = split_data(dataset, p)
     cand_m = test_figures(cand, d)
     champ_m = None
