@@ -61,9 +61,66 @@ def build_times(dataset: str) -> dict[str, Any]:
     }
 
 
+def interleaved_ms(dataset: str, questions: list[str]) -> dict[str, Any]:
+    """Each question through dense, graph, catrag (top 5) and the three operators in turn,
+    on one BLAS thread, from one query embedding (its time added to each): the machine's
+    load falls on all alike, so these milliseconds compare; the labels' do only within one
+    label file."""
+    import time
+
+    from threadpoolctl import threadpool_limits
+
+    from benchmarks.common import summary_ms
+    from r2adapter.adr.operators import OPERATORS, AdrOperators
+    from r2adapter.index.encoder import get_encoder
+    from r2adapter.retrieve.strategies import make_retriever
+
+    enc = get_encoder()
+    base = {name: make_retriever(name, dataset, enc) for name in ("dense", "graph", "catrag")}
+    ops = AdrOperators(dataset)
+    runs: dict[str, Any] = {
+        **{n: (lambda q, v, r=r: r.retrieve(q, 5, qvec=v)) for n, r in base.items()},
+        **{f"adr_{n}": (lambda q, v, n=n: ops.run(n, v, q)) for n in OPERATORS},
+    }
+    v0 = enc.encode_query(questions[0])
+    for f in runs.values():
+        f(questions[0], v0)  # warm-up: lazy loads are not a query's cost
+    ms: dict[str, list[float]] = {n: [] for n in runs}
+    with threadpool_limits(1):
+        for q in questions:
+            t = time.perf_counter()
+            v = enc.encode_query(q)
+            embed = (time.perf_counter() - t) * 1000
+            for n, f in runs.items():
+                t = time.perf_counter()
+                f(q, v)
+                ms[n].append(embed + (time.perf_counter() - t) * 1000)
+    return {"n": len(questions), "ms": {n: summary_ms(v) for n, v in ms.items()}}
+
+
+def dense_graph_mix(plane: dict[str, dict[str, float]], timed: dict[str, Any]) -> dict[str, Any]:
+    """For each operator: routing a share of queries to graph@5 and the rest to dense@5 at
+    random, so that the mean interleaved ms equals the operator's, and what that mix gets."""
+    ms = {n: m["mean_ms"] for n, m in timed["ms"].items()}
+    d, g = plane["dense@5"], plane["graph@5"]
+    out = {}
+    for op, name in (("simple", "always_adr_simple"), ("moderate", "always_adr_moderate"),
+                     ("complex", "always_adr_complex")):  # fmt: skip
+        share = min(1.0, max(0.0, (ms[f"adr_{op}"] - ms["dense"]) / (ms["graph"] - ms["dense"])))
+        m = {k: d[k] + share * (g[k] - d[k]) for k in ("recall", "fcr", "mean_tokens")}
+        a = plane[name]
+        beats = (
+            m["recall"] >= a["recall"] and m["fcr"] >= a["fcr"]
+            and m["mean_tokens"] <= a["mean_tokens"]
+        )  # fmt: skip
+        out[name] = {"graph_share": share, **m, "beats": beats}
+    return out
+
+
 def main() -> None:
     ap = arg_parser(__doc__ or "", "(no effect: it reads stored labels)", "adr.json")
     ap.add_argument("--dataset", default="2wikimultihopqa")
+    ap.add_argument("--every", type=int, default=4, help="time every n-th query interleaved")
     args = ap.parse_args()
     require_db()
     from r2adapter.adr.evaluate import adr_routers
@@ -108,6 +165,7 @@ def main() -> None:
         targets["tokens_cut"] >= 0.40 and targets["ms_cut"] >= 0.30 and targets["fcr_diff"] >= -0.02
     )
     times = build_times(args.dataset)
+    timed = interleaved_ms(args.dataset, [lab.question for lab in adr][:: max(1, args.every)])
     result = new_result("adr", False)
     result.update(
         dataset=args.dataset,
@@ -119,6 +177,7 @@ def main() -> None:
         operator_not_dominated=undominated,
         targets=targets,
         build=times,
+        interleaved_ms=timed,
         notes=notes,
     )
     print(f"{args.dataset}: {len(common)} queries (complete gold, both label files)")
@@ -132,8 +191,8 @@ def main() -> None:
         print(f"  {op}: dominates {b or 'no existing strategy'}; "
               f"{'not ' if undominated[op] else ''}dominated by one")  # fmt: skip
     print(
-        f"  targets vs always-complex: tokens -{targets['tokens_cut']:.0%} (≥40%), ms "
-        f"-{targets['ms_cut']:.0%} (≥30%), fcr {targets['fcr_diff']:+.3f} (≥-0.02): "
+        f"  targets vs always-complex: tokens {-targets['tokens_cut']:+.0%} (≤ -40%), ms "
+        f"{-targets['ms_cut']:+.0%} (≤ -30%), fcr {targets['fcr_diff']:+.3f} (≥ -0.02): "
         f"{met(bool(targets['met']))}"
     )
     share = times["share_of_index"]
@@ -142,6 +201,17 @@ def main() -> None:
         f"{times['index_seconds']:.0f} s"
         + (f" ({share:.0%}; target ≤50%: {met(share <= 0.5)})" if share is not None else "")
     )
+    mix = dense_graph_mix(plane, timed)
+    result["dense_graph_mix_at_same_ms"] = mix
+    for op, m in mix.items():
+        print(
+            f"  dense@5/graph@5 mixed at {op}'s interleaved ms ({m['graph_share']:.0%} graph): "
+            f"R@5 {m['recall']:.3f}  FCR@5 {m['fcr']:.3f}  tokens {m['mean_tokens']:.0f}"
+            f" -> {'beats' if m['beats'] else 'does not beat'} it on all three"
+        )
+    print(f"  interleaved on {timed['n']} queries, one thread, embedding included (p50 / mean ms):")
+    for name, m in timed["ms"].items():
+        print(f"    {name:<10} {m['p50_ms']:.1f} / {m['mean_ms']:.1f}")
     for n in notes:
         print(f"  note: {n}")
     finish(result, args.out)
