@@ -214,3 +214,13 @@ def test_the_llm_classifier_falls_back_on_bad_or_late_replies() -> None:
     assert failed == 2
     assert [d.operator for d in decide(probs, 0.75)] == ["simple", "moderate", "moderate"]
     assert np.allclose(probs.sum(axis=1), 1.0)
+
+
+def test_llm_insights_keep_the_extractive_text_when_a_call_fails() -> None:
+    from r2adapter.adr.insights import write_with
+    from r2adapter.llm.base import LLMError
+
+    llm = _ScriptedLLM(["  Ann Lee married\nBob Ray. ", LLMError("timed out"), ""])
+    out, fallbacks = write_with(llm, ["A: she married him.", "B: x.", "C: y."], timeout=1.0)
+    assert out == ["Ann Lee married Bob Ray.", "B: x.", "C: y."]
+    assert fallbacks == 2
