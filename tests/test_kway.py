@@ -215,6 +215,10 @@ def test_cv5_report_names_every_router_and_strategy(kway_env: dict[str, str]) ->
     # the oracle reaches every query's best recall, so no router or strategy beats it
     assert all(m["recall"] <= routers["oracle"]["recall"] + 1e-9 for m in routers.values())
     assert routers["always_graph@5"]["share"] == {"graph@5": 1.0}
+    # kway routes among kway.route only: its own oracle, and the ablation over them all
+    assert set(routers["kway"]["share"]) <= set(rep["strategies"]) < set(rep["labelled_strategies"])
+    assert set(routers["oracle_routed"]["share"]) <= set(rep["strategies"])
+    assert "routing_every_strategy" in rep["ablation"]
     assert len(rep["frontier"]) == 11 and "all" in rep["ablation"]
     assert (Path(kway_env["R2A_HOME"]) / "benchmarks/results/kway_musmini_cv5.png").is_file()
 

@@ -311,7 +311,9 @@ def kway_report(
             notes.append(f"{kind}: {e}")
     ner_graph, ner_ms = _ner(labels, qv)
     routers["ner"] = router_figures(_two_way_choice(ner_graph, table), ner_ms, m, table)
-    routers["oracle"] = router_figures(_oracle(m, table, kway_cols), zero, m, table)
+    # the oracle over every labelled strategy, and over the ones kway routes among (its ceiling)
+    routers["oracle"] = router_figures(_oracle(m, table, range(len(table))), zero, m, table)
+    routers["oracle_routed"] = router_figures(_oracle(m, table, kway_cols), zero, m, table)
     from r2adapter.adr.evaluate import merge_adr_rows  # ADR's routers (issue 16)
 
     merge_adr_rows(dataset, protocol, [lab.query_id for lab in labels], routers, notes)
