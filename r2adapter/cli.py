@@ -213,6 +213,11 @@ def _label(args: argparse.Namespace) -> int:
                 f"  {name:<10} recall {m['recall']:.3f}  fcr {m['fcr']:.3f}  tokens "
                 f"{m['mean_tokens']:.0f}  ms {m['mean_ms']:.1f}  suitable {m['suitable']:.0%}"
             )
+    a = r.stats.get("adr")
+    if isinstance(a, dict):
+        skipped = a.get("skipped")
+        done = f"{a.get('n_queries')} queries → {a.get('path')} (md5 {a.get('md5')})"
+        print(f"adr operators: {'skipped: ' + str(skipped) if skipped else done}")
     return 0
 
 

@@ -213,7 +213,11 @@ def test_cv5_report_names_every_router_and_strategy(kway_env: dict[str, str]) ->
         assert keys | {"latency_ms_p50"} <= set(m), name
         assert abs(sum(m["share"].values()) - 1) < 1e-9
     # the oracle reaches every query's best recall, so no router or strategy beats it
-    assert all(m["recall"] <= routers["oracle"]["recall"] + 1e-9 for m in routers.values())
+    assert all(
+        m["recall"] <= routers["oracle"]["recall"] + 1e-9
+        for name, m in routers.items()
+        if not name.startswith("adr")  # ADR's operators are not in the strategy table
+    )
     assert routers["always_graph@5"]["share"] == {"graph@5": 1.0}
     # kway routes among kway.route only: its own oracle, and the ablation over them all
     assert set(routers["kway"]["share"]) <= set(rep["strategies"]) < set(rep["labelled_strategies"])

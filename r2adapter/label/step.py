@@ -108,13 +108,32 @@ def label_from_rankings(dataset: str, rankings: Rankings, rule: str | None = Non
 
 def run_label(dataset: str, rule: str | None = None, strategies: bool = True) -> LabelResult:
     """`r2a label`: every query ranked in this process (shard 0 of 1), then labelled; with
-    `strategies`, also every strategy of params.yaml `kway:` (labels/<dataset>.strategies.jsonl)."""
+    `strategies`, also every strategy of params.yaml `kway:` (labels/<dataset>.strategies.jsonl)
+    and ADR's operators (labels/<dataset>.adr.jsonl)."""
     if rule is not None and rule not in RULES:  # before the expensive half
         raise R2AError(f"unknown label rule '{rule}': choose one of {', '.join(RULES)}")
     result = label_from_rankings(dataset, rank_shard(dataset, 0, 1), rule)
     if strategies:
         result.stats["strategies"] = label_strategies(dataset)
+        result.stats["adr"] = label_adr(dataset)
     return result
+
+
+def label_adr(dataset: str) -> dict[str, object]:
+    """ADR's three operators on every query (labels/<dataset>.adr.jsonl, what the routing
+    report's `adr` rows read) when params.yaml `adr.enabled` and the index holds the
+    hypergraph; otherwise what was skipped and why."""
+    from r2adapter.adr.labels import write_labels
+    from r2adapter.adr.store import NoHypergraphError, require_hypergraph
+    from r2adapter.config import adr_params
+
+    if not adr_params().enabled:
+        return {"skipped": "adr.enabled is false in params.yaml"}
+    try:
+        require_hypergraph(dataset)
+    except NoHypergraphError as e:
+        return {"skipped": str(e)}
+    return write_labels(dataset)
 
 
 def label_strategies(dataset: str) -> dict[str, object]:
