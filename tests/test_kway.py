@@ -254,7 +254,7 @@ def test_the_service_routes_auto_with_the_kway_champion(kway_service: str) -> No
     r = httpx.post(f"{kway_service}/route", json=q, timeout=60)
     assert r.status_code == 200, r.text
     body = r.json()
-    table = kway_params().strategies
+    table = kway_params().routed().strategies  # the heads: one per strategy of kway.route
     assert body["router"] == "kway" and body["strategy"] in table
     assert set(body["scores"]) == set(table) and body["k"] == int(body["strategy"].split("@")[1])
     # not a fallback → the chosen head cleared its threshold
