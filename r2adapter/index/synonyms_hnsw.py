@@ -35,7 +35,9 @@ def synonym_edges_hnsw(
         return []
     eligible = [i for i, name in enumerate(names) if sum(c.isalnum() for c in name) > 2]
     dim = int(embeddings.shape[1])
-    k = min(top_k + 1, n)  # the entity itself comes back first
+    # the entity itself comes back first; an HNSW scan returns at most ef_search rows, so a
+    # smaller ef_search is also a smaller neighbour list (faster, and it may miss pairs)
+    k = min(top_k + 1, n, ef_search)
     pairs: dict[tuple[int, int], float] = {}
     with conn.transaction(), conn.cursor() as cur:
         cur.execute(
@@ -53,7 +55,7 @@ def synonym_edges_hnsw(
                 " WITH (m = {}, ef_construction = {})"
             ).format(sql.Literal(m), sql.Literal(ef_construction))
         )
-        cur.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(ef_search, k))))
+        cur.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef_search)))
         cur.execute(
             "SELECT a.id, b.id, b.score FROM syn_entities a CROSS JOIN LATERAL ("
             " SELECT n.id, 1 - (n.emb <=> a.emb) AS score FROM syn_entities n"
