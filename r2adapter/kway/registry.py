@@ -183,6 +183,11 @@ def promote_kway(dataset: str | None = None) -> dict[str, Any]:
         champ, _ = load_kway("champion")
         if champ.cfg.strategies != cand.cfg.strategies or champ.cfg.features != cand.cfg.features:
             ok, reasons = True, ["the strategy table or features changed: the candidate replaces"]
+        elif champ.cfg.budget != cand.cfg.budget:  # another operating point, not a rival
+            ok, reasons = (
+                True,
+                [f"the cost budget changed ({champ.cfg.budget} → {cand.cfg.budget})"],
+            )
         else:
             champ_m = test_figures(champ, d)
             ok, reasons = gate(cand_m, champ_m)
