@@ -10,8 +10,6 @@ passages reach the best Recall@5 of the three for that query.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,6 +22,7 @@ from r2adapter.adr.operators import OPERATORS, AdrOperators
 from r2adapter.config import AdrParams, adr_params, settings
 from r2adapter.errors import R2AError
 from r2adapter.evaluate.metrics import full_chain, recall_at_k
+from r2adapter.label.jsonl import read_label_lines, write_label_lines
 
 FORMAT = 1
 K = 5  # Recall@5 and FCR@5, as every other strategy is reported
@@ -124,27 +123,14 @@ def adr_label_path(dataset: str) -> Path:
 
 def export_adr_labels(path: Path, labels: Sequence[AdrLabel]) -> str:
     """JSON lines, written atomically (a temporary file, then a rename); returns the md5."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    body = "".join(json.dumps(lab.to_json(), sort_keys=True) + "\n" for lab in labels)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(body)
-    tmp.replace(path)
-    return hashlib.md5(body.encode()).hexdigest()
+    return write_label_lines(path, (lab.to_json() for lab in labels))
 
 
 def read_adr_labels(dataset: str, path: Path | None = None) -> list[AdrLabel]:
     path = path or adr_label_path(dataset)
     again = f"run `r2a adr label --dataset {dataset}`"
-    if not path.is_file():
-        raise R2AError(f"{path}: no ADR labels: {again}")
     out = []
-    for i, line in enumerate(path.read_text().splitlines(), 1):
-        try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise R2AError(f"{path}: line {i} is not JSON ({e.msg}): {again}") from None
-        if not isinstance(raw, dict) or raw.get("format") != FORMAT:
-            raise R2AError(f"{path}: line {i} is not an ADR label of format {FORMAT}: {again}")
+    for i, raw in read_label_lines(path, FORMAT, "ADR labels", "an ADR label", again):
         ops = raw["operators"]
         unknown = sorted(set(ops) - set(OPERATORS)) or sorted(set(OPERATORS) - set(ops))
         if unknown or raw.get("label") not in OPERATORS:
@@ -167,8 +153,6 @@ def read_adr_labels(dataset: str, path: Path | None = None) -> list[AdrLabel]:
                 },
             )
         )
-    if not out:
-        raise R2AError(f"{path}: no ADR labels in the file: {again}")
     return out
 
 

@@ -11,8 +11,6 @@ retriever asks for a relabel.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -32,6 +30,7 @@ from r2adapter.kway.strategies import (
     strategy_ms,
     strategy_table,
 )
+from r2adapter.label.jsonl import read_label_lines, write_label_lines
 
 FORMAT = 1  # bumped when a record's fields change: an older file asks for a relabel
 
@@ -181,12 +180,7 @@ def export_strategy_labels(
     path: Path, labels: Sequence[StrategyLabel], table: Sequence[Strategy]
 ) -> str:
     """JSON lines, written atomically; returns the file's md5."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    body = "".join(json.dumps(lab.to_json(table), sort_keys=True) + "\n" for lab in labels)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(body)
-    tmp.replace(path)
-    return hashlib.md5(body.encode()).hexdigest()
+    return write_label_lines(path, (lab.to_json(table) for lab in labels))
 
 
 def read_strategy_labels(
@@ -198,19 +192,9 @@ def read_strategy_labels(
     table = strategy_table(p.strategies)
     path = path or strategy_label_path(dataset)
     relabel = f"run `r2a label --dataset {dataset}`"
-    if not path.is_file():
-        raise R2AError(f"{path}: no strategy labels: {relabel}")
     out = []
-    for i, line in enumerate(path.read_text().splitlines(), 1):
-        try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise R2AError(f"{path}: line {i} is not JSON ({e.msg}): {relabel}") from None
-        if not isinstance(raw, dict) or raw.get("format") != FORMAT or "rankings" not in raw:
-            raise R2AError(
-                f"{path}: line {i} is not a strategy label of format {FORMAT} (a file from "
-                f"before the strategy table?): {relabel}"
-            )
+    one = "a strategy label (a file from before the strategy table?)"
+    for _, raw in read_label_lines(path, FORMAT, "strategy labels", one, relabel, ["rankings"]):
         lab = StrategyLabel(
             raw["query_id"],
             raw["question"],
@@ -223,8 +207,6 @@ def read_strategy_labels(
         )
         evaluate_outcomes(lab, table, p.rrf_k)
         out.append(lab)
-    if not out:
-        raise R2AError(f"{path}: no strategy labels in the file: {relabel}")
     return out
 
 
