@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,7 @@ import numpy as np
 from r2adapter.config import KwayParams, kway_params, router_params
 from r2adapter.errors import R2AError
 from r2adapter.evaluate.folds import N_FOLDS, fold_of, fold_roles
-from r2adapter.kway.cascade import Costs, choose, cost_cap, tune_thresholds
+from r2adapter.kway.cascade import Costs, choose, cost_cap
 from r2adapter.kway.labels import StrategyLabel, outcome_matrix, read_strategy_labels
 from r2adapter.kway.model import KwayRouter, fit_kway
 from r2adapter.kway.strategies import Strategy, strategy_table
@@ -39,6 +40,15 @@ N_BOOT = 2000
 
 def _costs(m: dict[str, np.ndarray], rows: np.ndarray | slice = slice(None)) -> Costs:
     return Costs(m["recall"][rows], m["ms"][rows], m["passages"][rows])
+
+
+def _columns(m: dict[str, np.ndarray], cols: Sequence[int]) -> dict[str, np.ndarray]:
+    """The outcome matrix of the strategies `cols` alone: suitable again means reaching the
+    best recall among them (as `r2a train --router kway` labels it), not among every
+    labelled strategy."""
+    out = {k: v[:, cols] if v.ndim == 2 else v for k, v in m.items()}
+    out["suitable"] = out["recall"] >= out["recall"].max(axis=1, keepdims=True) - 1e-9
+    return out
 
 
 def router_figures(
@@ -135,13 +145,6 @@ def _fit(
     return router
 
 
-def _retune(router: KwayRouter, x_val: np.ndarray, val: Costs, budget: float, p: KwayParams):
-    """The same heads, thresholds re-searched on the validation queries under `budget`."""
-    cap = cost_cap(np.asarray(router.cfg.mean_ms), budget)
-    tau, _, _ = tune_thresholds(router.probs(x_val), val, router.order, router.fallback_ix, cap, p)
-    return tau
-
-
 def _oof_kway(
     x: np.ndarray,
     m: dict[str, np.ndarray],
@@ -151,7 +154,9 @@ def _oof_kway(
     dataset: str,
     budgets: Sequence[float] = (),
 ) -> tuple[np.ndarray, dict[float, np.ndarray], list[KwayRouter]]:
-    """Out-of-fold choices at p.budget, and at each of `budgets` (the frontier)."""
+    """Out-of-fold choices at p.budget, and at each of `budgets` (the frontier: a router
+    trained under each budget; re-searching only the thresholds of the default budget's heads
+    lost up to .04 of recall at low budgets)."""
     n = len(folds)
     choice = np.zeros(n, dtype=int)
     frontier = {b: np.zeros(n, dtype=int) for b in budgets}
@@ -163,9 +168,13 @@ def _oof_kway(
         router = _fit(x, m, tr, va, table, p, dataset)
         routers.append(router)
         choice[te] = choose(router.probs(x[te]), router.tau, router.order, router.fallback_ix)
-        for b in budgets:
-            tau = _retune(router, x[va], _costs(m, va), b, p)
-            frontier[b][te] = choose(router.probs(x[te]), tau, router.order, router.fallback_ix)
+        for b in budgets:  # each budget trained for (heads and τ), as a user would run it
+            rb = (
+                router
+                if b == p.budget
+                else _fit(x, m, tr, va, table, replace(p, budget=b), dataset)
+            )
+            frontier[b][te] = choose(rb.probs(x[te]), rb.tau, rb.order, rb.fallback_ix)
     return choice, frontier, routers
 
 
@@ -251,7 +260,7 @@ def kway_report(
         routers[f"always_{s.name}"] = router_figures(np.full(len(labels), j), zero, m, table)
 
     # the k-way router's heads see only the configured strategies' columns
-    mk = {k: v[:, kway_cols] if v.ndim == 2 else v for k, v in m.items()}
+    mk = _columns(m, kway_cols)
     tk = [table[j] for j in kway_cols]
     frontier: list[dict[str, Any]] = []
     chosen: dict[str, np.ndarray] = {}
@@ -281,13 +290,13 @@ def kway_report(
             ablation = _ablation(dataset, labels, qv, mk, folds, tk, p)
             if set(p.strategies) != set(every.strategies):  # kway.route against them all
                 cols = [names.index(s) for s in every.strategies]
-                ma = {k: v[:, cols] if v.ndim == 2 else v for k, v in m.items()}
+                ma = _columns(m, cols)
                 pa = kway_params(budget=p.budget, route=())
                 ch_all, _, _ = _oof_kway(x, ma, folds, [table[j] for j in cols], pa, dataset)
                 picked = np.array([cols[c] for c in ch_all])
                 ablation["routing_every_strategy"] = router_figures(picked, lat, m, table)
     else:
-        mk_all = {k: v[:, kway_cols] if v.ndim == 2 else v for k, v in m_all.items()}
+        mk_all = _columns(m_all, kway_cols)
         kr = _served_kway(dataset, p, protocol, x_all, mk_all, splits, tk, notes)
         if protocol == "all":
             kr = calibrate_kway(kr, x, p.budget if budget is None else budget, p, notes)
