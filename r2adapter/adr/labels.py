@@ -22,19 +22,11 @@ from r2adapter.adr.operators import OPERATORS, AdrOperators
 from r2adapter.config import AdrParams, adr_params, settings
 from r2adapter.errors import R2AError
 from r2adapter.evaluate.metrics import full_chain, recall_at_k
+from r2adapter.kway.labels import Outcome as OperatorOutcome  # one operator on one query
 from r2adapter.label.jsonl import read_label_lines, write_label_lines
 
 FORMAT = 1
 K = 5  # Recall@5 and FCR@5, as every other strategy is reported
-
-
-@dataclass(frozen=True)
-class OperatorOutcome:
-    passages: list[str]
-    recall: float
-    full: float
-    tokens: int
-    ms: float
 
 
 @dataclass
