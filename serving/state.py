@@ -79,6 +79,7 @@ class ServingState:
     def reload(self) -> dict[str, Any]:
         """Load the champion if its version changed; the old one serves until then."""
         from r2adapter.registry.models import alias_version, load_router
+        from r2adapter.rewrite.rewriter import trigger_epsilon
 
         try:
             v = alias_version(self.kind, "champion")
@@ -89,6 +90,8 @@ class ServingState:
                 return self.info()
             if self.champion is None or self.champion.version != str(v.version):
                 router, version = load_router(self.kind, "champion")
+                # eq. 7's ε follows the rewriter: a structural rewrite is nearly free
+                router.epsilon = trigger_epsilon(self.rewriter().backend, router.epsilon)
                 with self._lock:
                     self.dataset_tag = v.tags.get("dataset")
                     router.bind(self.dataset)  # the corpus its features are read from

@@ -298,6 +298,18 @@ def test_needs_rewrite_is_eq7() -> None:
     assert not needs_rewrite(True, 0.6)
     assert not needs_rewrite(False, 0.1)  # routed to dense: never rewritten
     assert needs_rewrite(True, 0.8, epsilon=0.9)
+    assert needs_rewrite(True, 1.0, epsilon=1.0)  # ε ≥ 1: every graph-bound query
+    assert not needs_rewrite(False, 0.2, epsilon=1.0)
+
+
+def test_the_rewrite_trigger_follows_the_backend() -> None:
+    """A structural rewrite costs 0.3 ms, so eq. 7's ε is router.structural_epsilon (1.0 in
+    params.yaml: every graph-bound query); the LLM rewriter keeps the router's own ε."""
+    from r2adapter.config import router_params
+    from r2adapter.rewrite.rewriter import trigger_epsilon
+
+    assert trigger_epsilon("llm", 0.6) == 0.6
+    assert trigger_epsilon("structural", 0.6) == router_params().structural_epsilon == 1.0
 
 
 def test_default_llm_is_the_configured_one(monkeypatch: pytest.MonkeyPatch) -> None:

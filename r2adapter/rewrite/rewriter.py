@@ -96,6 +96,18 @@ def needs_rewrite(routed_to_graph: bool, p_graph: float, epsilon: float | None =
     return bool(rewrite_mask(np.asarray(routed_to_graph), np.asarray(p_graph), eps))
 
 
+def trigger_epsilon(backend: str, epsilon: float) -> float:
+    """Eq. 7's ε for a rewriter backend: the router's own (the paper's 0.6) for `llm`, whose
+    rewrite costs about a second; `router.structural_epsilon` for `structural`, whose
+    rewrite costs 0.3 ms (1.0 by default: every graph-bound query, chosen by
+    benchmarks/results/rewriter_epsilon_structural.json)."""
+    if backend != "structural":
+        return epsilon
+    from r2adapter.config import router_params
+
+    return router_params().structural_epsilon
+
+
 class Rewriter:
     def __init__(
         self,

@@ -53,5 +53,7 @@ def decide(
 
 
 def rewrite_mask(graph: np.ndarray, p_graph: np.ndarray, epsilon: float = EPSILON) -> np.ndarray:
-    """Eq. 7 alone: rewrite what was sent to graph retrieval with p_graph < ε."""
-    return np.asarray(graph, dtype=bool) & (np.asarray(p_graph) < epsilon)
+    """Eq. 7 alone: rewrite what was sent to graph retrieval with p_graph < ε (ε ≥ 1: all of
+    it, a saturated p_graph of exactly 1.0 included)."""
+    g = np.asarray(graph, dtype=bool)
+    return g.copy() if epsilon >= 1.0 else g & (np.asarray(p_graph) < epsilon)
