@@ -176,7 +176,8 @@ def kway_route(kway: Any, query: str, qvecs: np.ndarray) -> Route:
     side = {n: parse_strategy(n).graph_side for n in d.strategies}
     p_g = max((v for n, v in scores.items() if side[n]), default=0.0)
     p_d = max((v for n, v in scores.items() if not side[n]), default=0.0)
-    return Route(s.retriever, p_d, p_g, qvecs[0], False, s.name, s.k, scores, bool(d.fallback[0]))
+    # a `+rw` strategy (graph+rw@5): its mode, on the query's rewrite
+    return Route(s.mode, p_d, p_g, qvecs[0], s.rewritten, s.name, s.k, scores, bool(d.fallback[0]))
 
 
 def llm_answerer(

@@ -248,9 +248,9 @@ class R2AService:
                     "decision": "dense" if r.decision == "dense" else "graph",
                     "p_dense": r.p_dense,
                     "p_graph": r.p_graph,
-                    "rewrite": False,
+                    "rewrite": r.rewrite,  # a `+rw` strategy (graph+rw@5) rewrites first
                     "tau": float(kway.router.tau[j]),
-                    "epsilon": 0.0,  # the k-way router does not rewrite (eq. 7 is the two-way rule)
+                    "epsilon": 0.0,  # no eq. 7 here: the chosen strategy says whether to rewrite
                     "router_version": kway.version,
                     "router": "kway",
                     "strategy": r.strategy,

@@ -19,7 +19,13 @@ from r2adapter.kway.cascade import Costs, choose, cost_cap, fallback_index, sear
 from r2adapter.kway.evaluate import mixture_ceiling, paired_interval
 from r2adapter.kway.labels import read_strategy_labels
 from r2adapter.kway.model import KwayRouter, fit_kway
-from r2adapter.kway.strategies import delivered, parse_strategy, rrf, strategy_table
+from r2adapter.kway.strategies import (
+    base_retrievers,
+    delivered,
+    parse_strategy,
+    rrf,
+    strategy_table,
+)
 from tests.conftest import run_cli, serving, train_champion
 
 # -- unit: no Postgres, no server ------------------------------------------------------------
@@ -34,6 +40,25 @@ def test_a_strategy_over_a_missing_retriever_is_one_line() -> None:
     s = parse_strategy("fusion@8")
     assert s.bases == ("dense", "graph") and s.k == 8 and s.graph_side
     assert not parse_strategy("dense@3").graph_side
+
+
+@pytest.mark.unit
+def test_a_rewritten_strategy_is_a_graph_retriever_on_the_rewrite() -> None:
+    s = parse_strategy("graph+rw@5")
+    assert (s.mode, s.rewritten, s.k, s.bases, s.graph_side) == (
+        "graph",
+        True,
+        5,
+        ("graph+rw",),
+        True,
+    )
+    assert not parse_strategy("graph@5").rewritten and parse_strategy("graph@5").mode == "graph"
+    with pytest.raises(R2AError, match="only a graph retriever"):
+        parse_strategy("dense+rw@5")
+    with pytest.raises(R2AError, match="does not exist"):
+        parse_strategy("nosuch+rw@5")
+    table = strategy_table(["catrag+rw@5", "dense@5", "graph+rw@3", "graph@5"])
+    assert base_retrievers(table) == ("dense", "graph", "graph+rw", "catrag+rw")
 
 
 @pytest.mark.unit
@@ -181,7 +206,7 @@ def test_strategy_labels_on_a_real_index(kway_env: dict[str, str]) -> None:
     table = kway_params().strategies
     assert len(rows) >= 50 and set(rows[0]["strategies"]) == set(table)
     for row in rows:
-        assert set(row["rankings"]) == {"dense", "graph", "catrag"}
+        assert set(row["rankings"]) == set(base_retrievers(strategy_table(table)))
         assert row["ms"]["graph"] > 0 and row["ms"]["embed"] > 0
         best = max(s["recall"] for s in row["strategies"].values())
         assert row["suitable"] and all(

@@ -27,6 +27,7 @@ from r2adapter.kway.strategies import (
     Strategy,
     base_retrievers,
     delivered,
+    split_rewritten,
     strategy_ms,
     strategy_table,
 )
@@ -140,7 +141,14 @@ def rank_strategies(dataset: str, p: KwayParams | None = None) -> list[StrategyL
     if not queries:
         raise R2AError(f"dataset '{dataset}' has no queries with complete gold to label")
     enc = get_encoder()
-    retrievers = {r: make_retriever(r, dataset, enc) for r in base_retrievers(table)}
+    bases = base_retrievers(table)
+    retrievers = {r: make_retriever(split_rewritten(r)[0], dataset, enc) for r in bases}
+    rewriter = None
+    if any(split_rewritten(r)[1] for r in bases):
+        from r2adapter.rewrite import Rewriter
+
+        rewriter = Rewriter(backend="structural")
+        rewriter.warmup()  # the parser's load is not a query's cost
     tokens = passage_tokens(dataset)
     lp = label_params()
     enc.encode([queries[0].question])  # warm-up: lazy loads are not a query's cost
@@ -154,7 +162,14 @@ def rank_strategies(dataset: str, p: KwayParams | None = None) -> list[StrategyL
         rankings = {}
         for name, r in retrievers.items():
             t = time.perf_counter()
-            rankings[name] = [h.passage_id for h in r.retrieve(q.question, p.depth, qvec=v)]
+            text, vec = q.question, v
+            if split_rewritten(name)[1] and rewriter is not None:
+                # as the adapter serves it: rewrite, embed q′, retrieve (triplets seed it)
+                res = rewriter.rewrite(q.question)
+                if res.rewritten_ok:
+                    text = res.rewritten
+                    vec = enc.encode([text])[0]
+            rankings[name] = [h.passage_id for h in r.retrieve(text, p.depth, qvec=vec)]
             ms[name] = (time.perf_counter() - t) * 1000
         ranked = {pid for ids in rankings.values() for pid in ids}
         lab = StrategyLabel(

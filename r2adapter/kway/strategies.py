@@ -7,6 +7,11 @@ labelling runs each base retriever once, to `kway.depth`. A strategy's cost per 
 vector: milliseconds (the query embedding plus each base retriever it runs, measured while
 labelling), context tokens (of the passages it delivers, in the encoder's tokenizer) and LLM
 calls (none of today's strategies calls one).
+
+A graph-walking retriever with the suffix `+rw` (`graph+rw@5`) runs on the query's
+structural rewrite (issue 15: q′ = q + its triplets, each triplet with a named head a fact
+query of its own); its milliseconds include the rewrite and q′'s embedding. Served, the
+adapter rewrites with the service's rewriter before that retriever.
 """
 
 from __future__ import annotations
@@ -19,6 +24,14 @@ from r2adapter.retrieve.strategies import GRAPH_STRATEGIES, STRATEGIES
 
 # composite retrievers: name → the base retrievers whose rankings it fuses
 FUSED: dict[str, tuple[str, ...]] = {"fusion": ("dense", "graph")}
+REWRITTEN = "+rw"  # `<graph retriever>+rw`: that retriever on the query's structural rewrite
+
+
+def split_rewritten(retriever: str) -> tuple[str, bool]:
+    """("graph", True) for "graph+rw"; (name, False) for a plain retriever."""
+    if retriever.endswith(REWRITTEN):
+        return retriever[: -len(REWRITTEN)], True
+    return retriever, False
 
 
 @dataclass(frozen=True)
@@ -35,16 +48,32 @@ class Strategy:
     @property
     def graph_side(self) -> bool:
         """Whether it walks the graph (counted in a router's `graph_usage`)."""
-        return any(b in GRAPH_STRATEGIES for b in self.bases)
+        return any(split_rewritten(b)[0] in GRAPH_STRATEGIES for b in self.bases)
+
+    @property
+    def mode(self) -> str:
+        """The `r2a retrieve` mode (or fusion) that serves it: "graph" for graph+rw@5."""
+        return split_rewritten(self.retriever)[0]
+
+    @property
+    def rewritten(self) -> bool:
+        """Whether the query is rewritten first (a `+rw` retriever)."""
+        return split_rewritten(self.retriever)[1]
 
 
 def parse_strategy(name: str) -> Strategy:
     retriever, _, k = name.partition("@")
-    if retriever not in STRATEGIES and retriever not in FUSED:
+    base, rewritten = split_rewritten(retriever)
+    if base not in STRATEGIES and base not in FUSED:
         known = ", ".join([*STRATEGIES, *FUSED])
         raise R2AError(
             f"kway.strategies: {name!r} names retriever {retriever!r}, which does not exist: "
-            f"known are {known}"
+            f"known are {known}, and {REWRITTEN} after a graph retriever"
+        )
+    if rewritten and base not in GRAPH_STRATEGIES:
+        raise R2AError(
+            f"kway.strategies: {name!r}: only a graph retriever ({', '.join(GRAPH_STRATEGIES)})"
+            f" reads a rewrite's triplets, so only it takes {REWRITTEN}"
         )
     if not k.isdigit() or int(k) < 1:
         raise R2AError(f"kway.strategies: {name!r} is not <retriever>@<k> with k ≥ 1")
@@ -57,9 +86,11 @@ def strategy_table(names: Sequence[str]) -> list[Strategy]:
 
 
 def base_retrievers(table: Sequence[Strategy]) -> tuple[str, ...]:
-    """The retrievers labelling runs, in r2a retrieve's table order."""
+    """The retrievers labelling runs, in r2a retrieve's table order (a rewritten one after
+    its plain one)."""
     needed = {b for s in table for b in s.bases}
-    return tuple(r for r in STRATEGIES if r in needed)
+    order = [x for r in STRATEGIES for x in (r, r + REWRITTEN)]
+    return tuple(r for r in order if r in needed)
 
 
 def rrf(rankings: Sequence[Sequence[str]], rrf_k: int = 60, depth: int = 20) -> list[str]:
