@@ -22,6 +22,7 @@ from r2adapter.retrieve.ppr import (
     ppr_edited,
     ppr_local,
 )
+from r2adapter.retrieve.topk import top_k_stable
 from r2adapter.store.graph_store import passages_by_id
 
 
@@ -118,7 +119,7 @@ def top_facts(g: GraphIndex, qvec: np.ndarray, p: GraphParams) -> tuple[np.ndarr
     """The query's min-max normalised score of every fact, and its top `fact_top_k` facts
     (the graph search's fact step; `fact_filter: none` keeps them all)."""
     fact_scores = minmax(g.fact_emb @ qvec)
-    return fact_scores, np.argsort(-fact_scores, kind="stable")[: p.fact_top_k]
+    return fact_scores, top_k_stable(fact_scores, p.fact_top_k)
 
 
 def phrase_seeds(
