@@ -162,14 +162,14 @@ def rank_strategies(dataset: str, p: KwayParams | None = None) -> list[StrategyL
         rankings = {}
         for name, r in retrievers.items():
             t = time.perf_counter()
-            text, vec = q.question, v
+            text = q.question
             if split_rewritten(name)[1] and rewriter is not None:
-                # as the adapter serves it: rewrite, embed q′, retrieve (triplets seed it)
+                # as the adapter serves it: rewrite, then retrieve q′ on q's embedding (its
+                # triplets seed the walk)
                 res = rewriter.rewrite(q.question)
                 if res.rewritten_ok:
                     text = res.rewritten
-                    vec = enc.encode([text])[0]
-            rankings[name] = [h.passage_id for h in r.retrieve(text, p.depth, qvec=vec)]
+            rankings[name] = [h.passage_id for h in r.retrieve(text, p.depth, qvec=v)]
             ms[name] = (time.perf_counter() - t) * 1000
         ranked = {pid for ids in rankings.values() for pid in ids}
         lab = StrategyLabel(
