@@ -52,7 +52,10 @@ def _cache_key(records: Sequence[LabelRecord], p: RouterParams, fold: int, n: in
     h = hashlib.sha256()
     for r in sorted(records, key=lambda r: r.query_id):
         h.update(json.dumps(asdict(r), sort_keys=True).encode())
-    h.update(json.dumps(asdict(p), sort_keys=True, default=str).encode())
+    params = asdict(p)
+    # which rewrites fire does not touch training: a new ε field keeps the cached folds
+    params.pop("structural_epsilon", None)
+    h.update(json.dumps(params, sort_keys=True, default=str).encode())
     h.update(f"{fold}/{n}".encode())
     return h.hexdigest()[:20]
 
