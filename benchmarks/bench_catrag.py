@@ -1,16 +1,19 @@
 """CatRAG against the HippoRAG 2 baseline (issue 14): every indexed dataset's complete-gold
 queries × {graph as today, graph with HippoRAG 2's edge weights, graph with the averaged
 seed weighting, catrag, catrag whose entity match falls back to embeddings, catrag with
-each component ablated}: Recall@2/5, FCR@2/5, hub mass, PPR-weighted strength, latency
-p50/p95 and catrag's anchor and edit time, with the paired difference to `graph` on
-Recall@5 and FCR@5 (bootstrap 95% interval, McNemar's exact test on FCR@5).
+each component ablated, catrag with learned tiers out of fold}: Recall@2/5, FCR@2/5,
+answer-in-context@5, hub mass, PPR-weighted strength, latency p50/p95 and catrag's anchor
+and edit time, with the paired difference to `graph` on Recall@5, FCR@5 and
+answer-in-context@5 (bootstrap 95% interval; McNemar's exact test on FCR@5).
 
     .venv/bin/python benchmarks/bench_catrag.py [--datasets 2wikimultihopqa] [--quick]
 
 Every variant retrieves each query in turn (interleaved, so machine load falls on all
 alike) from the same query embedding: latency is retrieval alone, without encoding the
-query. The LLM tier source and fact filter are not built yet: every figure is
-`fact_filter: none`, `tier_source: similarity`.
+query. Every figure is `fact_filter: none`; the tier source is `similarity` except in
+`catrag_learned_cv5`, the learned source measured out of fold (5-fold cross-fitting by
+`fold_of`: each query is retrieved with the scorer fitted on every stored query with gold
+outside its fold; the fold models' coefficients are saved beside the row).
 """
 
 from __future__ import annotations
@@ -51,8 +54,28 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], tuple[str, ...]]] = {
     "catrag_no_edges": ("catrag", {}, ("edges",)),
     "catrag_no_keyfact": ("catrag", {}, ("keyfact",)),
     "catrag_anchoring_only": ("catrag", {}, ("edges", "keyfact")),
+    "catrag_learned_cv5": ("catrag", {"tier_source": "learned"}, ()),
 }
 QUICK_VARIANTS = ("graph", "catrag")
+# learned tier sources measured out of fold: query q is retrieved with the model fitted on
+# the queries outside q's fold (catrag_train.cross_fitted)
+CROSS_FITTED = ("catrag_learned_cv5",)
+
+
+class FoldRouted:
+    """One retriever per fold; a query is retrieved by its fold's (`fold_of` its id)."""
+
+    def __init__(self, by_fold: dict[int, Any]) -> None:
+        self.by_fold = by_fold
+
+    def retrieve_for(self, query_id: str, question: str, k: int, qvec: Any) -> Any:
+        from r2adapter.evaluate.folds import fold_of
+
+        return self.by_fold[fold_of(query_id)].retrieve(question, k, qvec=qvec)
+
+    @property
+    def fallbacks(self) -> int:
+        return sum(r.fallbacks for r in self.by_fold.values())
 
 
 def mcnemar(wins: int, losses: int) -> float:
@@ -65,7 +88,7 @@ def mcnemar(wins: int, losses: int) -> float:
 
 def run_dataset(dataset: str, names: list[str], n: int | None) -> dict[str, Any]:
     from r2adapter.config import graph_params
-    from r2adapter.evaluate.metrics import full_chain, recall_at_k
+    from r2adapter.evaluate.metrics import answer_in_context, full_chain, recall_at_k
     from r2adapter.evaluate.retrieval import Structure, stored_queries
     from r2adapter.index.encoder import get_encoder
     from r2adapter.retrieve.strategies import make_retriever
@@ -73,27 +96,53 @@ def run_dataset(dataset: str, names: list[str], n: int | None) -> dict[str, Any]
     queries = stored_queries(dataset)[:n] if n else stored_queries(dataset)
     enc = get_encoder()
     base = graph_params()
-    retrievers, structures = {}, {}
+    retrievers: dict[str, Any] = {}
+    structures: dict[str, Structure] = {}
+    fold_models: dict[str, Any] = {}
     for name in names:
         mode, overrides, ablate = VARIANTS[name]
-        options: dict[str, Any] = {"params": replace(base, **overrides)}
+        params = replace(base, **overrides)
+        options: dict[str, Any] = {"params": params}
         if mode == "catrag":
             options["ablate"] = ablate
-        r = make_retriever(mode, dataset, enc, **options)
         structures[name] = Structure()
+        if name in CROSS_FITTED:
+            from r2adapter.retrieve.catrag_tiers import LearnedTiers
+            from r2adapter.retrieve.catrag_train import cross_fitted
+
+            models = cross_fitted(dataset, params, progress=True)
+            fold_models[name] = {k: model.to_json() for k, model in models.items()}
+            by_fold = {}
+            for k, model in models.items():
+                tiers = LearnedTiers(params, model)
+                r = make_retriever(mode, dataset, enc, tiers=tiers, **options)
+                r.observe = structures[name]  # type: ignore[attr-defined]
+                r.warmup()  # type: ignore[attr-defined]
+                by_fold[k] = r
+            retrievers[name] = FoldRouted(by_fold)
+            continue
+        r = make_retriever(mode, dataset, enc, **options)
         r.observe = structures[name]  # type: ignore[attr-defined]
         r.warmup()  # type: ignore[attr-defined]
         retrievers[name] = r
     ranked: dict[str, dict[str, list[str]]] = {name: {} for name in names}
+    context: dict[str, dict[str, str]] = {name: {} for name in names}
     latency: dict[str, list[float]] = {name: [] for name in names}
     for q in tqdm(queries, desc=f"{dataset}: {len(names)} variants", unit="query"):
         vec = enc.encode_query(q.question)
         for name in names:
             t = time.perf_counter()
-            hits = retrievers[name].retrieve(q.question, 5, qvec=vec)
+            r = retrievers[name]
+            hits = (
+                r.retrieve_for(q.id, q.question, 5, vec)
+                if isinstance(r, FoldRouted)
+                else r.retrieve(q.question, 5, qvec=vec)
+            )
             latency[name].append((time.perf_counter() - t) * 1000)
             ranked[name][q.id] = [h.passage_id for h in hits]
+            context[name][q.id] = "\n".join(f"{h.title}\n{h.text}" for h in hits)
     gold = {q.id: q.gold_passage_ids for q in queries}
+    answers = {q.id: q.answers for q in queries}
     metrics = {
         "recall@2": lambda r, g: recall_at_k(r, g, 2),
         "recall@5": lambda r, g: recall_at_k(r, g, 5),
@@ -104,6 +153,13 @@ def run_dataset(dataset: str, names: list[str], n: int | None) -> dict[str, Any]
         name: {m: [fn(ranked[name][i], gold[i]) for i in gold] for m, fn in metrics.items()}
         for name in names
     }
+    if any(answers.values()):  # answer-in-context: the CPU stand-in for CatRAG's JSR
+        for name in names:
+            per_query[name]["answer_in_context@5"] = [
+                answer_in_context(context[name][i], answers[i], ranked[name][i], gold[i], 5)
+                for i in gold
+                if answers[i]
+            ]
     rows: dict[str, Any] = {}
     for name in names:
         mode, overrides, ablate = VARIANTS[name]
@@ -111,10 +167,15 @@ def run_dataset(dataset: str, names: list[str], n: int | None) -> dict[str, Any]
         row.update({m: float(np.mean(v)) if v else 0.0 for m, v in per_query[name].items()})
         row["latency_ms_p50"] = pct(latency[name], 50)
         row["latency_ms_p95"] = pct(latency[name], 95)
-        row["fallbacks"] = retrievers[name].fallbacks  # type: ignore[attr-defined]
+        row["fallbacks"] = retrievers[name].fallbacks
         row.update(structures[name].summary())
+        if name in fold_models:
+            row["out_of_fold"] = True
+            row["fold_models"] = fold_models[name]
         if name != "graph" and "graph" in per_query:
-            for m in ("recall@5", "fcr@5"):
+            for m in ("recall@5", "fcr@5", "answer_in_context@5"):
+                if m not in per_query[name]:
+                    continue
                 diff = [
                     a - b for a, b in zip(per_query[name][m], per_query["graph"][m], strict=True)
                 ]
@@ -168,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         "fcr@5_mcnemar_p McNemar's exact test on them. hub_mass: PPR mass on the top 1% of "
         "nodes by weighted degree; ppr_weighted_strength: mean weighted degree under the PPR "
         "distribution (means over queries that ran PPR). fact_filter none, tier_source "
-        "similarity.",
+        "similarity except catrag_learned_cv5 (learned, out of fold: 5-fold cross-fitting).",
     }
     for r in rows:
         print(f"\n{r['dataset']}: {r['queries']} queries")

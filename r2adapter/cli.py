@@ -351,6 +351,25 @@ def _evaluate_routing(args: argparse.Namespace) -> int:
     return 0
 
 
+def _catrag(args: argparse.Namespace) -> int:
+    """`r2a catrag train-tiers`: fit catrag's learned tier source on the training split."""
+    from r2adapter.retrieve.catrag_tiers import FEATURES
+    from r2adapter.retrieve.catrag_train import train_tiers
+
+    model, path = train_tiers(args.dataset, progress=not args.json)
+    r = {"dataset": args.dataset, "path": str(path), **model.to_json()}
+    if _emit(args, r):
+        return 0
+    m = model.meta
+    print(
+        f"{args.dataset}: learned tiers from {m['queries']} training queries, "
+        f"{m['transitions']} transitions ({m['positive_rate']:.1%} on a gold passage) -> {path}"
+    )
+    print("  coef " + ", ".join(f"{f} {c:+.2f}" for f, c in zip(FEATURES, model.coef, strict=True)))
+    print("  probability bands (direct, high, weak): " + ", ".join(f"{b:.3f}" for b in model.bands))
+    return 0
+
+
 def _adr(args: argparse.Namespace) -> int:
     """`r2a adr label|retrieve` (r2adapter/adr, docs/adr.md)."""
     if args.adr_command == "label":
@@ -634,6 +653,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     eo.add_argument("--json", action="store_true")
     eo.set_defaults(func=_evaluate_routing)
+
+    cat = sub.add_parser("catrag", help="CatRAG: train its learned tier source")
+    csub = cat.add_subparsers(dest="catrag_command", required=True)
+    ct = csub.add_parser("train-tiers", help="fit the learned tier source on the training split")
+    ct.add_argument("--dataset", required=True)
+    ct.add_argument("--json", action="store_true")
+    ct.set_defaults(func=_catrag)
 
     adr = sub.add_parser("adr", help="ADR: the hypergraph operators and their labels")
     asub = adr.add_subparsers(dest="adr_command", required=True)

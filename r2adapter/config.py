@@ -168,9 +168,16 @@ class GraphParams:
     # fact score (HippoRAG 2 as released); averaged: the mean of score ÷ passages over its
     # facts, ranked by that (the later upstream code, which CatRAG builds on)
     seed_weighting: str = "released"
-    # HippoRAG 2's recognition memory: an LLM keeps the top facts that matter ("llm"), or
-    # none are filtered ("none", the CPU default)
+    # HippoRAG 2's recognition memory: an LLM keeps the top facts that matter ("llm"; none
+    # kept: dense), or none are filtered ("none", the CPU default)
     fact_filter: str = "none"
+    # the graph search's LLM calls (fact_filter llm, tier_source llm; retrieve/graph_llm.py):
+    # a query's calls share this budget; a timeout, error or garbage reply falls back
+    # (every top fact kept; the similarity tiers), counted
+    llm_timeout_s: float = 10.0
+    # CatRAG's τ: a neighbour with more facts than this is shown to the LLM judge by its
+    # τ facts closest to the query and how many more
+    llm_context_facts: int = 8
     # -- CatRAG (retrieve/catrag.py), the paper's values --
     anchor_epsilon: float = 0.2  # ε: reset weight of a query entity that is not a seed
     keyfact_beta: float = 2.5  # β: a seed's passage edges backed by a seed fact
@@ -257,7 +264,11 @@ class GraphParams:
             1.0 <= self.keyfact_beta <= 100.0,
             f"graph.keyfact_beta must be in [1, 100], not {self.keyfact_beta}",
         )
-        for name in ("n_seed", "k_edge"):
+        _need(
+            0.0 < self.llm_timeout_s <= 600.0,
+            f"graph.llm_timeout_s must be in (0, 600], not {self.llm_timeout_s}",
+        )
+        for name in ("n_seed", "k_edge", "llm_context_facts"):
             v = getattr(self, name)
             _need(v >= 1, f"graph.{name} must be ≥ 1, not {v}")
         for name in ("tier_irrelevant", "tier_weak", "tier_high", "tier_direct", "tier_pruned"):

@@ -123,6 +123,15 @@ def _data_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
+def sample_dataset(pg_env: dict[str, str]) -> str:
+    """The shipped sample, indexed once per test run (precomputed OpenIE): its name."""
+    from r2adapter.index.build import build_index
+
+    build_index("sample", "precomputed", log=lambda _: None)
+    return "sample"
+
+
+@pytest.fixture(scope="session")
 def mini_indexed(pg_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> str:
     """The MuSiQue subset, indexed once per test run (precomputed OpenIE)."""
     path = make_mini_musique(tmp_path_factory.mktemp("ds") / "musmini")

@@ -19,11 +19,11 @@ from r2adapter.retrieve.catrag import (
     CatragMaps,
     build_maps,
     check_ablations,
-    check_tier_source,
     edge_multipliers,
     edited_columns,
     similarity_tiers,
 )
+from r2adapter.retrieve.catrag_tiers import tier_source
 from r2adapter.retrieve.graph import phrase_seeds
 from r2adapter.retrieve.graph_index import (
     FACT_EDGE,
@@ -206,16 +206,16 @@ def test_strategy_names_are_one_table() -> None:
     from r2adapter.adapter import MODES
     from serving.requests import Mode
 
-    assert list(STRATEGIES) == ["dense", "graph", "catrag"]
+    assert list(STRATEGIES)[:3] == ["dense", "graph", "catrag"]  # then ADR's (test_adr_context)
     assert MODES == ("auto", *STRATEGIES) and set(Mode.__args__) == set(MODES)  # type: ignore[attr-defined]
     assert check_strategies(["catrag", "graph"]) == ("graph", "catrag")
-    assert check_strategies(None) == tuple(STRATEGIES)
+    assert check_strategies(None) == ("dense", "graph", "catrag")
     for bad in (lambda: check_strategy("hybrid"), lambda: check_ablations(["hubs"])):
         with pytest.raises(R2AError) as e:
             bad()
         assert "\n" not in str(e.value) and "choose" in str(e.value)
-    with pytest.raises(R2AError, match="not implemented yet"):
-        check_tier_source(GraphParams(tier_source="llm"))
+    with pytest.raises(R2AError, match="unknown graph.tier_source 'oracle'"):
+        tier_source(GraphParams(tier_source="oracle"))  # past the config's check
 
 
 @pytest.fixture
@@ -264,12 +264,9 @@ def test_the_defaults_are_todays_graph_and_the_papers_catrag(home: Path) -> None
 # ---- on the shipped sample index ---------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def sample_index(pg_env: dict[str, str]) -> str:
-    from r2adapter.index.build import build_index
-
-    build_index("sample", "precomputed", log=lambda _: None)
-    return "sample"
+@pytest.fixture
+def sample_index(sample_dataset: str) -> str:
+    return sample_dataset
 
 
 @pytest.mark.integration
@@ -336,16 +333,25 @@ def test_cli_catrag_retrieve_and_evaluate(
     )
     assert r.returncode == 1 and r.stderr.strip().count("\n") == 0
     assert "include catrag in --mode" in r.stderr
-    # a tier source that is not built yet: one line, naming the key
+    # the learned tier source on a fresh home: trained on first use, cached after
     home = tmp_path / "home"
     home.mkdir()
-    (home / "params.yaml").write_text("graph:\n  tier_source: llm\n")
+    (home / "params.yaml").write_text("graph:\n  tier_source: learned\n")
     r = run_cli(
-        ["retrieve", "--dataset", "sample", "--mode", "catrag", "Who?"],
+        [
+            "retrieve",
+            "--dataset",
+            "sample",
+            "--mode",
+            "catrag",
+            "--json",
+            "Who founded BrainCheck?",
+        ],
         {**pg_env, "R2A_HOME": str(home)},
     )
-    assert r.returncode == 1 and r.stderr.strip().count("\n") == 0
-    assert "graph.tier_source 'llm' is not implemented yet" in r.stderr
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.strip().splitlines()[-1])["hits"]
+    assert len(list((home / ".cache" / "catrag" / "sample").glob("tiers-v*.json"))) == 1
     (home / "params.yaml").write_text("graph:\n  tier_source: magic\n")
     r = run_cli(
         ["retrieve", "--dataset", "sample", "--mode", "catrag", "Who?"],

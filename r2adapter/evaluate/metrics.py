@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -18,6 +19,32 @@ def recall_at_k(ranked: Sequence[str], gold: Sequence[str], k: int) -> float:
 def full_chain(ranked: Sequence[str], gold: Sequence[str], k: int) -> float:
     """1 when every gold passage is in the top k (CatRAG's Full Chain Retrieval)."""
     return float(bool(gold) and set(gold) <= set(ranked[:k]))
+
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCT = re.compile(r"[^\w\s]")
+YES_NO = frozenset({"yes", "no"})
+
+
+def normalize_answer(text: str) -> str:
+    """SQuAD's answer normalisation: lower case, no punctuation, no articles, one space."""
+    return " ".join(_ARTICLES.sub(" ", _PUNCT.sub("", text.lower())).split())
+
+
+def answer_in_context(
+    context: str, answers: Sequence[str], ranked: Sequence[str], gold: Sequence[str], k: int
+) -> float:
+    """1 when the full chain is in the top k and a gold answer (or alias) appears in their
+    text, normalised (the CPU stand-in for CatRAG's Joint Success Rate). A yes/no answer is
+    no span of any passage: such a query needs only the full chain."""
+    if not full_chain(ranked, gold, k):
+        return 0.0
+    norm = [normalize_answer(a) for a in answers]
+    norm = [a for a in norm if a]
+    if not norm or set(norm) <= YES_NO:
+        return 1.0
+    text = f" {normalize_answer(context)} "
+    return float(any(f" {a} " in text for a in norm))
 
 
 def average_rank(ranked: Sequence[str], gold: Sequence[str], depth: int) -> float:

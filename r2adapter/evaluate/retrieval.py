@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tqdm import tqdm
@@ -16,7 +16,7 @@ from tqdm import tqdm
 from r2adapter.config import graph_params
 from r2adapter.data.schema import Query
 from r2adapter.errors import R2AError
-from r2adapter.evaluate.metrics import full_chain, percentile, recall_at_k
+from r2adapter.evaluate.metrics import answer_in_context, full_chain, percentile, recall_at_k
 from r2adapter.index.encoder import get_encoder
 from r2adapter.retrieve.base import Retriever
 from r2adapter.retrieve.strategies import GRAPH_STRATEGIES, check_strategies, make_retriever
@@ -28,10 +28,12 @@ DEPTH = 5
 
 @dataclass(frozen=True)
 class RankedRun:
-    """Ranked ids per query for one retriever, with per-query latency in ms."""
+    """Ranked ids per query for one retriever, with per-query latency in ms and the text
+    of the top 5 (titles and passages: answer-in-context reads it)."""
 
     ranked: dict[str, list[str]]
     latency_ms: dict[str, float]
+    context: dict[str, str] = field(default_factory=dict)
 
 
 def stored_queries(dataset: str, complete_only: bool = True) -> list[Query]:
@@ -56,14 +58,15 @@ def run_retriever(
     """`rewrite`: a callable query → RewriteResult; its q′ is retrieved instead, and its
     time counts in the latency (a caller waits for it)."""
     enc = get_encoder()
-    ranked, latency = {}, {}
+    ranked, latency, context = {}, {}, {}
     for q in tqdm(queries, desc=desc or f"retrieve {retriever.mode}", unit="query"):
         t = time.perf_counter()  # includes encoding the query: what a caller waits for
         text = rewrite(q.question).rewritten if rewrite is not None else q.question
         hits = retriever.retrieve(text, depth, qvec=enc.encode_query(text))
         latency[q.id] = (time.perf_counter() - t) * 1000
         ranked[q.id] = [h.passage_id for h in hits]
-    return RankedRun(ranked, latency)
+        context[q.id] = "\n".join(f"{h.title}\n{h.text}" for h in hits[:5])
+    return RankedRun(ranked, latency, context)
 
 
 def summarize(run: RankedRun, queries: list[Query]) -> dict[str, float]:
@@ -76,7 +79,24 @@ def summarize(run: RankedRun, queries: list[Query]) -> dict[str, float]:
         "fcr@5": sum(full_chain(run.ranked[q.id], q.gold_passage_ids, 5) for q in queries) / n,
         "latency_ms_p50": percentile(lat, 50),
         "latency_ms_p95": percentile(lat, 95),
+        **answer_summary(run, queries),
     }
+
+
+def answer_summary(run: RankedRun, queries: list[Query]) -> dict[str, float]:
+    """`answer_in_context@5` (a gold answer or alias in the top 5's text and the full
+    chain retrieved: the CPU stand-in for CatRAG's JSR) for a dataset whose queries carry
+    answers; nothing for one that does not."""
+    with_answers = [q for q in queries if q.answers]
+    if not with_answers or not run.context:
+        return {}
+    hits = [
+        answer_in_context(
+            run.context.get(q.id, ""), q.answers, run.ranked[q.id], q.gold_passage_ids, 5
+        )
+        for q in with_answers
+    ]
+    return {"answer_in_context@5": sum(hits) / len(hits)}
 
 
 REWRITE_CHOICES = ("none", "structural", "llm")
@@ -176,6 +196,8 @@ def evaluate_retrieval(
         if graph_like:
             m["fallbacks"] = retriever.fallbacks  # type: ignore[attr-defined]
             m.update(structure.summary())
+            # the LLM steps' counts (fact filter, tier judge): calls, fallbacks by reason
+            m.update(retriever.stats())  # type: ignore[attr-defined]
         if mode == "catrag":  # graph.catrag_ablate and --ablate
             m["ablate"] = list(retriever.ablate)  # type: ignore[attr-defined]
         out[mode] = m

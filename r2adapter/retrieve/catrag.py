@@ -12,9 +12,10 @@ before PPR. Three edits, each of which `ablate` can turn off:
   and anchors by reset weight), Stage I keeps the `k_edge` fact neighbours whose joining
   facts score highest against the query and gives the rest the `tier_pruned` multiplier;
   Stage II puts each kept seed → neighbour transition in a tier (irrelevant, weak, high,
-  direct) whose multiplier scales the edge. The tier source here is `similarity`: bands
-  (`similarity_bands`) over the normalised query–fact score of the best joining fact,
-  which the graph search has computed already (no LLM; microseconds).
+  direct) whose multiplier scales the edge. The tier comes from graph.tier_source
+  (r2adapter/retrieve/catrag_tiers.py): `similarity` (bands over the best joining fact's
+  query score, no LLM), `learned` (a logistic scorer trained on the training split, no
+  LLM) or `llm` (the paper's judge; the similarity tiers when it fails, counted).
 - **keyfact** (key-fact passage enhancement): among a top-fact phrase's passage edges,
   those to a passage that holds one of the query's top facts with that phrase weigh ×β
   (`keyfact_beta`), the phrase's total passage weight kept.
@@ -36,6 +37,7 @@ import time
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -43,6 +45,14 @@ from r2adapter.config import GraphParams
 from r2adapter.errors import R2AError
 from r2adapter.index.encoder import Encoder
 from r2adapter.index.openie import normalize_phrase
+from r2adapter.retrieve.catrag_tiers import (
+    TierQuery,
+    TierSource,
+    Transitions,
+    banded,
+    tier_multipliers,
+    tier_source,
+)
 from r2adapter.retrieve.graph import GraphRetriever, Seeding, run_ppr, seed_graph
 from r2adapter.retrieve.graph_index import GRAPHS, GraphCache, GraphIndex, Operator
 from r2adapter.retrieve.ppr import ColumnEdits
@@ -57,14 +67,6 @@ def check_ablations(ablate: Iterable[str]) -> tuple[str, ...]:
             f"unknown catrag ablation(s) {', '.join(unknown)}: choose from {', '.join(ABLATIONS)}"
         )
     return out
-
-
-def check_tier_source(p: GraphParams) -> None:
-    if p.tier_source != "similarity":
-        raise R2AError(
-            f"graph.tier_source '{p.tier_source}' is not implemented yet: set "
-            "graph.tier_source to similarity in params.yaml"
-        )
 
 
 # ---- per index version: the maps the edits read ----------------------------------------
@@ -182,36 +184,65 @@ def anchor_entities(
 def similarity_tiers(scores: np.ndarray, p: GraphParams) -> np.ndarray:
     """Stage II without an LLM: each kept transition's multiplier from the band its best
     joining fact's normalised query score falls in."""
-    direct, high, weak = p.similarity_bands
-    return np.select(
-        [scores >= direct, scores >= high, scores >= weak],
-        [p.tier_direct, p.tier_high, p.tier_weak],
-        default=p.tier_irrelevant,
-    )
+    return tier_multipliers(p)[banded(scores, p.similarity_bands)]
 
 
-def edge_multipliers(
-    g: GraphIndex, maps: CatragMaps, seed: int, fact_scores: np.ndarray, p: GraphParams
-) -> tuple[np.ndarray, np.ndarray]:
-    """(neighbours, multipliers) of the seed → neighbour edges: the seed's fact
-    neighbours, the best `k_edge` by their best joining fact's score tiered, the rest
-    pruned."""
+def stage_one(
+    g: GraphIndex, maps: CatragMaps, seed: int, fact_scores: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Stage I's ranking: the seed's fact neighbours by their best joining fact's score,
+    best first (ties by id), as (neighbours, that fact, its score)."""
     facts = maps.facts_of(seed)
     ends = g.fact_ends[facts]
     other = np.where(ends[:, 0] == seed, ends[:, 1], ends[:, 0])
     score = fact_scores[facts]
     keep = other != seed
-    other, score = other[keep], score[keep]
+    other, score, facts = other[keep], score[keep], facts[keep]
     if not len(other):
-        return np.zeros(0, dtype=np.int64), np.zeros(0)
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, np.zeros(0)
     order = np.lexsort((other, -score))  # best score first, ties by id
-    other, score = other[order], score[order]
+    other, score, facts = other[order], score[order], facts[order]
     _, first = np.unique(other, return_index=True)  # each neighbour at its best fact
     first.sort()
-    nbrs, best = other[first], score[first]  # ranked by best joining fact
+    return other[first], facts[first], score[first]
+
+
+def edge_multipliers(
+    g: GraphIndex, maps: CatragMaps, seed: int, fact_scores: np.ndarray, p: GraphParams
+) -> tuple[np.ndarray, np.ndarray]:
+    """(neighbours, multipliers) of the seed → neighbour edges with similarity tiers: the
+    best `k_edge` tiered, the rest pruned."""
+    nbrs, _, best = stage_one(g, maps, seed, fact_scores)
     mult = np.full(len(nbrs), p.tier_pruned, dtype=np.float64)
     mult[: p.k_edge] = similarity_tiers(best[: p.k_edge], p)
     return nbrs, mult
+
+
+def stage_one_kept(
+    g: GraphIndex,
+    maps: CatragMaps,
+    weights: dict[int, float],
+    fact_scores: np.ndarray,
+    p: GraphParams,
+) -> tuple[Transitions, dict[int, np.ndarray]]:
+    """Stage I for the top `n_seed` seeds by reset weight: the transitions kept for
+    Stage II (each seed's first `k_edge` neighbours, seeds in that order) and each seed's
+    ranked neighbours (those with any)."""
+    chosen = sorted(weights, key=lambda e: -weights[e])[: p.n_seed]
+    ranked: dict[int, np.ndarray] = {}
+    parts: list[tuple[np.ndarray, ...]] = []
+    for u in chosen:
+        nbrs, facts, best = stage_one(g, maps, u, fact_scores)
+        if len(nbrs):
+            ranked[u] = nbrs
+            k = min(p.k_edge, len(nbrs))
+            parts.append((np.full(k, u, dtype=np.int64), nbrs[:k], facts[:k], best[:k]))
+    if not parts:
+        empty = np.zeros(0, dtype=np.int64)
+        return Transitions(empty, empty, empty, np.zeros(0)), ranked
+    cols = [np.concatenate(c) for c in zip(*parts, strict=True)]
+    return Transitions(*cols), ranked
 
 
 def keyfact_passages(maps: CatragMaps, g: GraphIndex, top: list[int]) -> dict[int, set[int]]:
@@ -306,15 +337,14 @@ class CatragRetriever(GraphRetriever):
         params: GraphParams | None = None,
         seed_triplets: bool = True,
         ablate: Iterable[str] = (),
+        tiers: TierSource | None = None,
     ) -> None:
+        """`tiers`: Stage II's judge; None: the one graph.tier_source names."""
         ablate = check_ablations(ablate)
         super().__init__(dataset, encoder, cache, params, seed_triplets)
         # graph.catrag_ablate, then the caller's
         self.ablate = check_ablations((*self.params.catrag_ablate, *ablate))
-
-    def check_params(self) -> None:
-        super().check_params()
-        check_tier_source(self.params)
+        self.tiers = tiers or tier_source(self.params)
 
     def warmup(self) -> None:
         """Load what the first query would: the graph's maps, spaCy, the entity embeddings."""
@@ -328,6 +358,12 @@ class CatragRetriever(GraphRetriever):
             query_phrases(["warm up"])
             if self.params.entity_match == "embedding":
                 entity_embeddings(g)
+        if "edges" not in self.ablate:
+            self.tiers.warmup(g)
+
+    def stats(self) -> dict[str, Any]:
+        """The tier source's counts (an LLM's fallbacks) beside the graph search's."""
+        return {**super().stats(), **self.tiers.stats()}
 
     def scores(
         self, qvec: np.ndarray, fact_queries: np.ndarray | None = None, query: str = ""
@@ -338,12 +374,12 @@ class CatragRetriever(GraphRetriever):
         found: Future[list[int]] | None = None
         if self.anchoring and query:  # spaCy and the entity match run beside the fact search
             found = _pool().submit(self.anchor_candidates, g, query)
-        seeding = seed_graph(g, qvec, p, fact_queries)
+        seeding = seed_graph(g, qvec, p, fact_queries, self.fact_keeper(g, query))
         if not seeding.matched:
             self.fallbacks += 1
             return g.passage_emb @ qvec, g, False
         t0 = time.perf_counter()
-        adapted = self.adapt(g, seeding, found)
+        adapted = self.adapt(g, seeding, found, qvec, query)
         op = g.operator(*self.scales)
         columns = adapted.columns
         t1 = time.perf_counter()
@@ -374,38 +410,57 @@ class CatragRetriever(GraphRetriever):
         embed = self.encoder if p.entity_match == "embedding" else None
         return anchor_entities(g, catrag_maps(g), phrases, p.entity_match_threshold, embed)
 
-    def adapt(
-        self,
-        g: GraphIndex,
-        seeding: Seeding,
-        found: Future[list[int]] | list[int] | None,
-    ) -> Adaptation:
+    def anchored(
+        self, g: GraphIndex, seeding: Seeding, found: Future[list[int]] | list[int] | None
+    ) -> tuple[dict[int, float], int]:
         """The query's anchors (`found`: `anchor_candidates`, or its future) join
-        `seeding.reset` (in place); returns the edited columns and the number of anchors."""
-        p = self.params
-        maps = catrag_maps(g)
+        `seeding.reset` (in place); returns every seed's reset weight and how many anchors."""
         weights = dict(seeding.seeds)
         anchors = 0
-        t0 = time.perf_counter()  # what anchoring adds: the wait for spaCy and the match
         if isinstance(found, Future):
             found = found.result()
         if self.anchoring and found:
             for e in found:
                 if e in weights:
                     continue  # subordinate to the fact seeds: a seed keeps its weight
-                w = p.anchor_epsilon / max(float(g.entity_passages[e]), 1.0)
+                w = self.params.anchor_epsilon / max(float(g.entity_passages[e]), 1.0)
                 weights[e] = w
                 seeding.reset[e] += w
                 anchors += 1
+        return weights, anchors
+
+    def adapt(
+        self,
+        g: GraphIndex,
+        seeding: Seeding,
+        found: Future[list[int]] | list[int] | None,
+        qvec: np.ndarray | None = None,
+        query: str = "",
+    ) -> Adaptation:
+        """Anchors into `seeding.reset` (`anchored`); returns the edited columns and the
+        number of anchors. `qvec`, `query`: what a tier source may read (the learned
+        source needs `qvec`)."""
+        p = self.params
+        maps = catrag_maps(g)
+        t0 = time.perf_counter()  # what anchoring adds: the wait for spaCy and the match
+        weights, anchors = self.anchored(g, seeding, found)
         anchor_ms = (time.perf_counter() - t0) * 1000
         op = g.operator(*self.scales)
         edges: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         if "edges" not in self.ablate:
-            chosen = sorted(weights, key=lambda e: -weights[e])[: p.n_seed]
-            for u in chosen:
-                nbrs, mult = edge_multipliers(g, maps, u, seeding.fact_scores, p)
-                if len(nbrs):
-                    edges[u] = (nbrs, mult)
+            kept, ranked = stage_one_kept(g, maps, weights, seeding.fact_scores, p)
+            judged = np.zeros(0)
+            if len(kept):
+                vec = np.zeros(g.passage_emb.shape[1]) if qvec is None else qvec
+                q = TierQuery(g, op, vec, query, seeding.passage_scores, seeding.fact_scores)
+                judged = self.tiers.multipliers(q, kept)
+            at = 0
+            for u, nbrs in ranked.items():
+                mult = np.full(len(nbrs), p.tier_pruned, dtype=np.float64)
+                n = min(p.k_edge, len(nbrs))
+                mult[:n] = judged[at : at + n]
+                at += n
+                edges[u] = (nbrs, mult)
         keyfact: dict[int, set[int]] = {}
         if "keyfact" not in self.ablate and p.keyfact_beta != 1.0:
             keyfact = keyfact_passages(maps, g, seeding.top)

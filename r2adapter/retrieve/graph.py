@@ -6,11 +6,11 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from r2adapter.config import GraphParams, graph_params
-from r2adapter.errors import R2AError
 from r2adapter.index.encoder import Encoder, get_encoder
 from r2adapter.retrieve.base import Hit, Retriever, check_query
 from r2adapter.retrieve.dense import check_encoder
@@ -25,6 +25,9 @@ from r2adapter.retrieve.ppr import (
 from r2adapter.retrieve.topk import top_k_stable
 from r2adapter.store.graph_store import passages_by_id
 
+if TYPE_CHECKING:
+    from r2adapter.retrieve.graph_llm import FactFilter
+
 
 def minmax(x: np.ndarray) -> np.ndarray:
     if x.size == 0:
@@ -37,29 +40,39 @@ def minmax(x: np.ndarray) -> np.ndarray:
 class Seeding:
     """One query's seeds: the reset vector, whether a fact matched (else the caller falls
     back to dense), the best normalised score of each fact over the query's vectors, the
-    top facts of every vector, and the phrase seeds with their weights."""
+    top facts of every vector, the phrase seeds with their weights, and the passages' dense
+    scores (CatRAG's learned tiers read the dense top 5)."""
 
     reset: np.ndarray
     matched: bool
     fact_scores: np.ndarray
     top: list[int]
     seeds: dict[int, float]
+    passage_scores: np.ndarray
 
 
 def seed_graph(
-    g: GraphIndex, qvec: np.ndarray, p: GraphParams, fact_queries: np.ndarray | None = None
+    g: GraphIndex,
+    qvec: np.ndarray,
+    p: GraphParams,
+    fact_queries: np.ndarray | None = None,
+    keep: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> Seeding:
-    """HippoRAG 2's seeding (`reset_vector`), keeping what CatRAG reads besides the reset."""
+    """HippoRAG 2's seeding (`reset_vector`), keeping what CatRAG reads besides the reset.
+    `keep`: the fact filter (graph.fact_filter), applied to the query's own top facts;
+    when it keeps none (and no fact query seeds), the seeding is unmatched: dense."""
     reset = np.zeros(g.n_nodes, dtype=np.float64)
-    seed_passages(reset, g, qvec, p)
+    dense = seed_passages(reset, g, qvec, p)
     if len(g.fact_emb) == 0:
-        return Seeding(reset, False, np.zeros(0), [], {})
+        return Seeding(reset, False, np.zeros(0), [], {}, dense)
     vecs = [qvec] if fact_queries is None else [qvec, *fact_queries]
     weight: dict[int, float] = {}
     best: np.ndarray | None = None
     top_all: list[int] = []
-    for v in vecs:
+    for i, v in enumerate(vecs):
         scores, top = top_facts(g, v, p)
+        if i == 0 and keep is not None:
+            top = keep(top)
         best = scores if best is None else np.maximum(best, scores)
         top_all.extend(int(f) for f in top if int(f) not in top_all)
         for e, w in phrase_seeds(g, scores, top, p).items():
@@ -68,14 +81,14 @@ def seed_graph(
         reset[e] = w
     assert best is not None
     matched = bool(weight) and sum(weight.values()) > 0
-    return Seeding(reset, matched, best, top_all, weight)
+    return Seeding(reset, matched, best, top_all, weight, dense)
 
 
-def seed_passages(reset: np.ndarray, g: GraphIndex, qvec: np.ndarray, p: GraphParams) -> None:
+def seed_passages(reset: np.ndarray, g: GraphIndex, qvec: np.ndarray, p: GraphParams) -> np.ndarray:
     """Every passage's min-max normalised dense score × passage_node_weight into `reset`
     (HippoRAG 2), or with `passage_seed_top_n` N > 0 only the top N passages', normalised
     over those N (what an approximate nearest-neighbour search returns: the work of seeding
-    then does not grow with the corpus)."""
+    then does not grow with the corpus). Returns the dense scores."""
     scores = g.passage_emb @ qvec
     n = p.passage_seed_top_n
     if 0 < n < len(scores):
@@ -83,6 +96,7 @@ def seed_passages(reset: np.ndarray, g: GraphIndex, qvec: np.ndarray, p: GraphPa
         reset[g.n_entities + top] = minmax(scores[top]) * p.passage_node_weight
     else:
         reset[g.n_entities :] = minmax(scores) * p.passage_node_weight
+    return scores
 
 
 def ppr_solver(p: GraphParams, n_nodes: int) -> str:
@@ -182,15 +196,6 @@ def triplet_queries(query: str) -> list[str]:
     return out
 
 
-def check_fact_filter(p: GraphParams) -> None:
-    """HippoRAG 2's LLM fact filter (recognition memory) is not built yet: say so."""
-    if p.fact_filter == "llm":
-        raise R2AError(
-            "graph.fact_filter 'llm' (HippoRAG 2's recognition memory) is not implemented "
-            "yet: set graph.fact_filter to none in params.yaml"
-        )
-
-
 class GraphRetriever(Retriever):
     mode = "graph"
 
@@ -215,12 +220,31 @@ class GraphRetriever(Retriever):
         check_encoder(self.cache.get(dataset).version, self.encoder)
         self.seed_triplets = seed_triplets
         self.fallbacks = 0
+        self.fact_filter: FactFilter | None = None
+        if self.params.fact_filter == "llm":  # HippoRAG 2's recognition memory
+            from r2adapter.retrieve.graph_llm import FactFilter
+
+            self.fact_filter = FactFilter(self.params)
         # called with each query's PPR vector and the graph's operator (evaluation reads
         # where the mass sits, `ppr_structure`); None in serving
         self.observe: Callable[[np.ndarray, Operator, dict[str, float]], None] | None = None
 
     def check_params(self) -> None:
-        check_fact_filter(self.params)
+        """One line for a bad option, before anything loads (graph.* are checked when
+        params.yaml is read; a strategy adds its own)."""
+
+    def stats(self) -> dict[str, Any]:
+        """Counts for the evaluation report beside `fallbacks`: the LLM fact filter's
+        (calls, fallbacks by reason, queries it left without facts); catrag adds its
+        tier source's."""
+        return self.fact_filter.stats() if self.fact_filter is not None else {}
+
+    def fact_keeper(self, g: GraphIndex, query: str) -> Callable[[np.ndarray], np.ndarray] | None:
+        """`seed_graph`'s `keep` for this query: the LLM fact filter, or None."""
+        f = self.fact_filter
+        if f is None or not query:
+            return None
+        return lambda top: f.keep(g, query, top)
 
     @property
     def scales(self) -> tuple[float, float]:
@@ -231,6 +255,8 @@ class GraphRetriever(Retriever):
         operator an observer reads), so that no query's time includes it."""
         g = self.cache.get(self.dataset)
         g.transition_for(*self.scales)
+        if self.fact_filter is not None:
+            self.fact_filter.warmup(g)
         if self.observe is not None:
             g.operator(*self.scales)
 
@@ -239,7 +265,8 @@ class GraphRetriever(Retriever):
     ) -> tuple[np.ndarray, GraphIndex, bool]:
         """Passage scores; `query` (the text, which only strategies that read it use)."""
         g = self.cache.get(self.dataset)
-        reset, matched = reset_vector(g, qvec, self.params, fact_queries)
+        s = seed_graph(g, qvec, self.params, fact_queries, self.fact_keeper(g, query))
+        reset, matched = s.reset, s.matched
         if not matched:
             self.fallbacks += 1
             return g.passage_emb @ qvec, g, False

@@ -1,0 +1,236 @@
+"""Training CatRAG's learned tier source (catrag_tiers.LearnedTiers), at the edges: the
+Stage I transitions of every training query as catrag makes them (the question as asked,
+its anchors, the top `n_seed` seeds' first `k_edge` neighbours), each labelled by whether
+the neighbour is an entity of one of the query's gold passages; a logistic scorer fitted
+on them (`fit_tiers`), saved as a small JSON under
+`.cache/catrag/<dataset>/tiers-v<index version>-<key>.json`, the key a hash of the
+encoder, the parameters that shape the transitions and the training queries.
+
+Training queries: the dataset's stored queries in the training split (`split_of`, the
+labels' 8:1:1 split by query id) with a gold passage in the index. `r2a catrag
+train-tiers --dataset D` trains; a learned source trains on first use when the file is
+missing (2Wiki: ~800 queries, well under a minute on 2 cores).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from r2adapter.config import GraphParams, label_params, settings
+from r2adapter.data.schema import Query
+from r2adapter.errors import R2AError
+from r2adapter.retrieve.catrag_tiers import (
+    TierModel,
+    TierQuery,
+    banded,
+    features,
+    fit_tiers,
+)
+from r2adapter.retrieve.graph import seed_graph
+from r2adapter.retrieve.graph_index import GraphIndex
+
+if TYPE_CHECKING:
+    from r2adapter.retrieve.catrag import CatragRetriever
+
+log = logging.getLogger(__name__)
+
+FORMAT = 1  # of the cached model file; part of its key
+# the parameters that shape a query's transitions or their features
+SHAPING = (
+    "linking_top_k",
+    "fact_top_k",
+    "fact_edge_scale",
+    "synonym_edge_scale",
+    "seed_weighting",
+    "anchor_epsilon",
+    "n_seed",
+    "k_edge",
+    "similarity_bands",
+    "entity_match",
+    "entity_match_threshold",
+    "catrag_ablate",
+)
+
+
+@dataclass(frozen=True)
+class TierRows:
+    """Training transitions: the query of each row, its FEATURES, its label (the
+    neighbour is an entity of a gold passage) and its similarity tier."""
+
+    query_ids: np.ndarray
+    x: np.ndarray
+    y: np.ndarray
+    reference: np.ndarray
+
+    def subset(self, mask: np.ndarray) -> TierRows:
+        return TierRows(self.query_ids[mask], self.x[mask], self.y[mask], self.reference[mask])
+
+
+def gold_entities(g: GraphIndex, gold_passage_ids: Sequence[str]) -> np.ndarray:
+    """The phrase nodes of the gold passages in the index (their passage edges)."""
+    pos = g.cached("catrag_passage_pos", lambda: {p: i for i, p in enumerate(g.passage_ids)})
+    op = g.operator()  # passage edges do not depend on the edge scales
+    out: list[np.ndarray] = []
+    for pid in gold_passage_ids:
+        i = pos.get(pid)
+        if i is not None:
+            node = g.n_entities + i
+            row = op.adjacency.indices[op.adjacency.indptr[node] : op.adjacency.indptr[node + 1]]
+            out.append(row[row < g.n_entities])
+    return np.unique(np.concatenate(out)) if out else np.zeros(0, dtype=np.int64)
+
+
+def collect_rows(
+    retriever: CatragRetriever, queries: Sequence[Query], progress: bool = False
+) -> TierRows:
+    """Every query's Stage I transitions as `retriever` makes them, with features, label
+    and similarity tier; a query without gold in the index or without a fact match
+    gives none."""
+    from tqdm import tqdm
+
+    from r2adapter.retrieve.catrag import catrag_maps, stage_one_kept
+
+    g = retriever.cache.get(retriever.dataset)
+    p = retriever.params
+    op = g.operator(*retriever.scales)
+    maps = catrag_maps(g)
+    vecs = retriever.encoder.encode([q.question for q in queries], progress=progress)
+    ids: list[np.ndarray] = []
+    xs: list[np.ndarray] = []
+    ys: list[np.ndarray] = []
+    refs: list[np.ndarray] = []
+    for q, v in tqdm(
+        list(zip(queries, vecs, strict=True)), desc="tiers: transitions", disable=not progress
+    ):
+        gold = gold_entities(g, q.gold_passage_ids)
+        if not len(gold):
+            continue
+        seeding = seed_graph(g, v, p)  # the question as asked: no rewrite's triplets
+        if not seeding.matched:
+            continue
+        found = retriever.anchor_candidates(g, q.question) if retriever.anchoring else None
+        weights, _ = retriever.anchored(g, seeding, found)
+        kept, _ = stage_one_kept(g, maps, weights, seeding.fact_scores, p)
+        if not len(kept):
+            continue
+        tq = TierQuery(g, op, v, q.question, seeding.passage_scores)
+        xs.append(features(tq, kept))
+        ys.append(np.isin(kept.nbrs, gold).astype(np.int64))
+        refs.append(banded(kept.scores, p.similarity_bands))
+        ids.append(np.full(len(kept), q.id, dtype=object))
+    if not xs:
+        return TierRows(
+            np.zeros(0, dtype=object), np.zeros((0, 4)), np.zeros(0, np.int64), np.zeros(0)
+        )
+    return TierRows(np.concatenate(ids), np.vstack(xs), np.concatenate(ys), np.concatenate(refs))
+
+
+def training_queries(dataset: str) -> list[Query]:
+    """The dataset's stored queries in the training split that name a gold passage."""
+    from r2adapter.evaluate.retrieval import stored_queries
+    from r2adapter.label.rules import split_of
+
+    split = label_params().split
+    out = [
+        q
+        for q in stored_queries(dataset, complete_only=False)
+        if q.gold_passage_ids and split_of(q.id, split) == "train"
+    ]
+    if not out:
+        raise R2AError(
+            f"no training labels for catrag's learned tiers on '{dataset}': none of its "
+            "queries in the training split has gold passages; set graph.tier_source to "
+            "similarity"
+        )
+    return out
+
+
+def model_path(g: GraphIndex, p: GraphParams, queries: Sequence[Query]) -> Path:
+    v = g.version
+    key = {
+        "format": FORMAT,
+        "encoder": v.encoder,
+        "params": {k: getattr(p, k) for k in SHAPING},
+        "queries": sorted(q.id for q in queries),
+    }
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=list).encode()).hexdigest()
+    return settings().root / ".cache" / "catrag" / v.dataset / f"tiers-v{v.id}-{digest[:16]}.json"
+
+
+def train_tiers(
+    dataset: str, params: GraphParams | None = None, progress: bool = False
+) -> tuple[TierModel, Path]:
+    """Fit the learned tier source on the training split and save it (atomically)."""
+    from r2adapter.config import graph_params
+    from r2adapter.retrieve.catrag import CatragRetriever
+    from r2adapter.retrieve.catrag_tiers import SimilarityTiers
+
+    queries = training_queries(dataset)
+    p = params or graph_params()
+    r = CatragRetriever(dataset, params=p, tiers=SimilarityTiers(p))
+    g = r.cache.get(dataset)
+    rows = collect_rows(r, queries, progress)
+    model = fit_tiers(rows.x, rows.y, rows.reference)
+    meta = {
+        **model.meta,
+        "queries": len(set(rows.query_ids.tolist())),
+        "index_version": g.version.id,
+    }
+    model = TierModel(model.mean, model.scale, model.coef, model.intercept, model.bands, meta)
+    path = model_path(g, r.params, queries)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(model.to_json(), indent=1))
+    tmp.replace(path)
+    return model, path
+
+
+def load_or_train(g: GraphIndex, p: GraphParams) -> TierModel:
+    """The dataset's cached tier model for this index version and these parameters,
+    trained now when missing."""
+    path = model_path(g, p, training_queries(g.version.dataset))
+    if path.is_file():
+        try:
+            data = json.loads(path.read_text())
+        except ValueError:
+            raise R2AError(f"{path} is not JSON: delete it to retrain") from None
+        return TierModel.from_json(data, str(path))
+    log.warning(
+        "catrag: training the learned tier source on '%s' (cached at %s)",
+        g.version.dataset,
+        path,
+    )
+    model, _ = train_tiers(g.version.dataset, p)
+    return model
+
+
+def cross_fitted(
+    dataset: str, params: GraphParams, n_folds: int = 5, progress: bool = False
+) -> dict[int, TierModel]:
+    """fold → a tier model fitted on every stored query with gold outside that fold
+    (`fold_of`, the k-fold split by query id): scoring fold k's queries with model k
+    measures the learned source out of fold."""
+    from r2adapter.evaluate.folds import fold_of
+    from r2adapter.evaluate.retrieval import stored_queries
+    from r2adapter.retrieve.catrag import CatragRetriever
+    from r2adapter.retrieve.catrag_tiers import SimilarityTiers
+
+    queries = [q for q in stored_queries(dataset, complete_only=False) if q.gold_passage_ids]
+    r = CatragRetriever(dataset, params=params, tiers=SimilarityTiers(params))
+    rows = collect_rows(r, queries, progress)
+    fold = np.array([fold_of(str(q), n_folds) for q in rows.query_ids])
+    out: dict[int, TierModel] = {}
+    for k in range(n_folds):
+        train = rows.subset(fold != k)
+        m = fit_tiers(train.x, train.y, train.reference)
+        meta = {**m.meta, "fold": k, "queries": len(set(train.query_ids.tolist()))}
+        out[k] = TierModel(m.mean, m.scale, m.coef, m.intercept, m.bands, meta)
+    return out
