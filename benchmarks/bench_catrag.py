@@ -55,8 +55,12 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], tuple[str, ...]]] = {
     "catrag_no_keyfact": ("catrag", {}, ("keyfact",)),
     "catrag_anchoring_only": ("catrag", {}, ("edges", "keyfact")),
     "catrag_learned_cv5": ("catrag", {"tier_source": "learned"}, ()),
+    # through the configured LLM (R2A_LLM_*, else the local model): not in the default run
+    "catrag_llm": ("catrag", {"tier_source": "llm"}, ()),
+    "graph_fact_filter_llm": ("graph", {"fact_filter": "llm"}, ()),
 }
 QUICK_VARIANTS = ("graph", "catrag")
+LLM_VARIANTS = ("catrag_llm", "graph_fact_filter_llm")
 # learned tier sources measured out of fold: query q is retrieved with the model fitted on
 # the queries outside q's fold (catrag_train.cross_fitted)
 CROSS_FITTED = ("catrag_learned_cv5",)
@@ -84,6 +88,24 @@ def mcnemar(wins: int, losses: int) -> float:
 
     n = wins + losses
     return 1.0 if n == 0 else float(binomtest(wins, n, 0.5).pvalue)
+
+
+def paired(
+    row: dict[str, Any], ours: dict[str, list[float]], base: dict[str, list[float]], vs: str
+) -> None:
+    """Paired differences to the variant `vs` on Recall@5, FCR@5 and answer-in-context@5
+    (bootstrap 95% interval), and McNemar's exact test on FCR@5, into `row`."""
+    for m in ("recall@5", "fcr@5", "answer_in_context@5"):
+        if m not in ours or m not in base:
+            continue
+        diff = [a - b for a, b in zip(ours[m], base[m], strict=True)]
+        row[f"{m}_vs_{vs}"] = round(float(np.mean(diff)), 4) if diff else 0.0
+        row[f"{m}_vs_{vs}_ci95"] = bootstrap_ci(diff)
+    pairs = list(zip(ours["fcr@5"], base["fcr@5"], strict=True))
+    wins, losses = sum(a > b for a, b in pairs), sum(a < b for a, b in pairs)
+    tail = "" if vs == "graph" else f"_vs_{vs}"  # against graph: the names of earlier runs
+    row[f"fcr@5_wins_losses{tail}"] = [int(wins), int(losses)]
+    row[f"fcr@5_mcnemar_p{tail}"] = round(mcnemar(int(wins), int(losses)), 4)
 
 
 def run_dataset(dataset: str, names: list[str], n: int | None) -> dict[str, Any]:
@@ -168,29 +190,19 @@ def run_dataset(dataset: str, names: list[str], n: int | None) -> dict[str, Any]
         row["latency_ms_p50"] = pct(latency[name], 50)
         row["latency_ms_p95"] = pct(latency[name], 95)
         row["fallbacks"] = retrievers[name].fallbacks
+        if hasattr(retrievers[name], "stats"):  # an LLM step's calls and fallbacks
+            row.update(retrievers[name].stats())
         row.update(structures[name].summary())
         if name in fold_models:
             row["out_of_fold"] = True
             row["fold_models"] = fold_models[name]
-        if name != "graph" and "graph" in per_query:
-            for m in ("recall@5", "fcr@5", "answer_in_context@5"):
-                if m not in per_query[name]:
-                    continue
-                diff = [
-                    a - b for a, b in zip(per_query[name][m], per_query["graph"][m], strict=True)
-                ]
-                row[f"{m}_vs_graph"] = round(float(np.mean(diff)), 4) if diff else 0.0
-                row[f"{m}_vs_graph_ci95"] = bootstrap_ci(diff)
-            wins = sum(
-                a > b
-                for a, b in zip(per_query[name]["fcr@5"], per_query["graph"]["fcr@5"], strict=True)
-            )
-            losses = sum(
-                a < b
-                for a, b in zip(per_query[name]["fcr@5"], per_query["graph"]["fcr@5"], strict=True)
-            )
-            row["fcr@5_wins_losses"] = [int(wins), int(losses)]
-            row["fcr@5_mcnemar_p"] = round(mcnemar(int(wins), int(losses)), 4)
+        # against graph; a catrag variant whose tiers differ also against catrag (similarity)
+        bases = ["graph"] if name != "graph" and "graph" in per_query else []
+        if mode == "catrag" and "tier_source" in overrides and "catrag" in per_query:
+            bases.append("catrag")
+        for base_name in bases:
+            paired(row, per_query[name], per_query[base_name], base_name)
+        rows[name] = row
         rows[name] = row
     return {"dataset": dataset, "queries": len(queries), "variants": rows}
 
@@ -204,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     names = (
         [v.strip() for v in args.variants.split(",") if v.strip()]
         if args.variants
-        else list(QUICK_VARIANTS if args.quick else VARIANTS)
+        else list(QUICK_VARIANTS if args.quick else [v for v in VARIANTS if v not in LLM_VARIANTS])
     )
     unknown = [v for v in names if v not in VARIANTS]
     if unknown:

@@ -172,3 +172,17 @@ def test_no_training_labels_is_one_line(sample_index: str) -> None:
         training_queries("no-such-dataset")
     assert "\n" not in str(e.value) and "no training labels" in str(e.value)
     assert "tier_source to similarity" in str(e.value)
+
+
+@pytest.mark.integration
+def test_cli_train_tiers(sample_index: str, pg_env: dict[str, str]) -> None:
+    from tests.conftest import run_cli
+
+    r = run_cli(["catrag", "train-tiers", "--dataset", sample_index, "--json"], pg_env)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["features"] == list(FEATURES) and len(out["coef"]) == 4
+    assert out["path"].endswith(".json") and out["meta"]["queries"] == 1
+    r = run_cli(["catrag", "train-tiers", "--dataset", "nope"], pg_env)
+    assert r.returncode == 1 and r.stderr.strip().count("\n") == 0
+    assert "no training labels" in r.stderr
