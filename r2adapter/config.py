@@ -505,9 +505,12 @@ class AdrParams:
     # narrative's embedding)
     edge_match: str = "member"
     member_pool: int = 10  # member: the k_d × this nearest insights are searched for edges
-    max_up_edges: int = 5  # eq. 5's edges kept, the most query-similar (bounds the context)
-    fact_tokens: int = 256  # the facts handed to the reader, ≤ this many tokens
-    max_passages: int = 5  # the passages an operator hands the reader, ranked (as @5)
+    # the context handed to a reader is the paper's (ADR §3.3): facts and narratives, no
+    # passage text, no budget (the paper states none); each of these > 0 bounds it
+    max_up_edges: int = 0  # eq. 5's edges kept, the most query-similar (0: every one)
+    fact_tokens: int = 0  # the facts handed to the reader, ≤ this many tokens (0: all)
+    context_passages: int = 0  # the first ranked passages also handed to the reader
+    max_passages: int = 5  # the passages an operator ranks (Recall@5, FCR@5 count them)
     tokenizer: str = ""  # the reader's tokenizer (a transformers name/path); "": the encoder's
     gamma: float = 0.75  # ADR eq. 1: the class if its confidence ≥ γ, else moderate
     gammas: tuple[float, ...] = (0.5, 0.65, 0.75, 0.85)  # the fallback-share sensitivity
@@ -518,7 +521,8 @@ class AdrParams:
             v = getattr(self, name)
             _need(v >= 1, f"adr.{name} must be ≥ 1, not {v}")
         _need(self.min_hyperedge >= 3, "adr.min_hyperedge must be ≥ 3 (pairs stay facts)")
-        for name in ("max_entity_insights", "knn", "max_up_edges", "fact_tokens"):
+        for name in ("max_entity_insights", "knn", "max_up_edges", "fact_tokens",
+                     "context_passages"):  # fmt: skip
             v = getattr(self, name)
             _need(v >= 0, f"adr.{name} must be ≥ 0, not {v}")
         for g in (self.gamma, self.knn_threshold, *self.gammas):

@@ -87,14 +87,17 @@ def adr_routers(
     protocol: str,
     query_ids: Sequence[str],
     p: AdrParams | None = None,
+    adr_labels: Sequence[AdrLabel] | None = None,
 ) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """Rows `adr`, `always_adr_<operator>` and `adr_oracle` on the report's queries, and
     notes (queries without ADR labels, the fallback share at each γ of adr.gammas). On
-    `test` the head trains on the labels' own train and val splits (the same hash)."""
+    `test` the head trains on the labels' own train and val splits (the same hash).
+    `adr_labels`: these instead of the dataset's label file."""
     from r2adapter.index.encoder import get_encoder
 
     p = p or adr_params()
-    by_id = {lab.query_id: lab for lab in read_adr_labels(dataset)}
+    every = read_adr_labels(dataset) if adr_labels is None else adr_labels
+    by_id = {lab.query_id: lab for lab in every}
     notes: list[str] = []
     labels = [by_id[q] for q in query_ids if q in by_id]
     missing = len(query_ids) - len(labels)

@@ -3,16 +3,21 @@
 - simple, localized fact anchoring: the k_e entities nearest the query (eq. 2, HNSW in
   pgvector), the factual edges touching them (eq. 3), no expansion.
 - moderate, bottom-up diffusion: the simple context, plus the deep insight edges one hop
-  above the anchored higher-order hyperedges (eq. 4–5; the `max_up_edges` most
-  query-similar are kept, so the context stays bounded).
+  above the anchored higher-order hyperedges (eq. 4–5; all of them, or the
+  `max_up_edges` most query-similar when it is > 0).
 - complex, top-down grounding: the k_d deep insight edges nearest the query (eq. 6, HNSW;
   an edge's similarity is its best member insight's by default, `edge_match`),
   grounded through π⁻¹ in their factual hyperedges and those hyperedges' facts (eq. 7).
 
-Each returns the passages its facts and insights come from (ranked by the query similarity
-of the fact or insight that brought them, at most `max_passages`), the context a reader
-gets (facts within `fact_tokens`, narratives, the passages) with its size in the reader's
-tokens, and its milliseconds. The query embedding is the caller's (computed once).
+Each returns two things. The passages its facts and insights come from, ranked by the query
+similarity of the fact or insight that brought them (at most `max_passages`): what Recall@5
+and FCR@5 count, as for every other strategy. And the context the paper hands a reader:
+simple the factual content of E_sub (the facts touching the anchors and the facts of the
+higher-order hyperedges they lie in), moderate that plus the narratives of E_up, complex the
+narratives of E* plus the facts of E_ground; no passage text (`context_passages` adds the
+first ranked ones) and no budget (`fact_tokens` > 0 caps the facts, `max_up_edges` > 0 the
+edges of eq. 5): the paper states neither. Its size is counted in the reader's tokens. The
+query embedding is the caller's (computed once).
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ class AdrContext:
     passages: list[tuple[str, float]]  # (passage id, score), best first
     facts: list[str]  # fact lines handed to the reader
     insights: list[str]  # narratives of deep insight edges handed to the reader
-    tokens: int  # facts + insights + passages, in the reader's tokenizer
+    tokens: int  # facts + narratives (+ `context_passages` passages), in the reader's tokens
     ms: float  # the operator's own time (the query embedding not included)
     anchors: list[str] = field(default_factory=list)  # entity names (simple, moderate)
 
@@ -171,10 +176,13 @@ class AdrOperators:
         return [int(i) for i in ids[order]], scores[order]
 
     def _fact_context(self, ranked: list[int]) -> tuple[list[str], int]:
+        """The facts handed to the reader, best first: all of them (the paper), or those
+        within `fact_tokens` when it is > 0."""
         lines, used = [], 0
+        budget = self.p.fact_tokens
         for f in ranked:
             t = int(self.ix.fact_tokens[f])
-            if used + t > self.p.fact_tokens:
+            if budget and used + t > budget:
                 break
             lines.append(self.ix.fact_lines[f])
             used += t
@@ -196,7 +204,8 @@ class AdrOperators:
     ) -> AdrContext:
         passages = self._ranked_passages(scored)
         tokens = fact_tok + int(sum(self.ix.narrative_tokens[e] for e in edges))
-        tokens += sum(self.ix.passage_tokens.get(pid, 0) for pid, _ in passages)
+        shown = passages[: self.p.context_passages]  # the paper hands none
+        tokens += sum(self.ix.passage_tokens.get(pid, 0) for pid, _ in shown)
         stories = [self.ix.narratives[e] for e in edges]
         ms = (time.perf_counter() - t0) * 1000
         return AdrContext(op, passages, facts, stories, tokens, ms, anchors)
@@ -204,9 +213,10 @@ class AdrOperators:
     def _anchor(
         self, qvec: np.ndarray, query: str = ""
     ) -> tuple[list[tuple[int, float]], list[int], np.ndarray]:
-        """Eq. 2–3: the k_e anchor entities and the factual edges touching them. `embedding`
-        (eq. 2 as written): the k_e nearest the query's embedding. `lexical`: first the
-        entities the query names (longest first), then the nearest to fill k_e."""
+        """Eq. 2–3: the k_e anchor entities and the pairwise factual edges touching them
+        (ranked by the query; they rank the passages). `embedding` (eq. 2 as written): the
+        k_e nearest the query's embedding. `lexical`: first the entities the query names
+        (longest first), then the nearest to fill k_e."""
         named: list[tuple[int, float]] = []
         if self.p.anchor == "lexical" and query:
             named = [(e, 1.0) for e in self._named(query)]
@@ -252,10 +262,23 @@ class AdrOperators:
         return found
 
     # -- the operators ------------------------------------------------------------------
+    def _sub_facts(
+        self, anchors: list[tuple[int, float]], ranked: list[int], qvec: np.ndarray
+    ) -> tuple[list[int], set[int]]:
+        """Eq. 3's E_sub as the reader gets it: the pairwise facts touching the anchors and
+        the facts of the higher-order hyperedges holding an anchor (best first), and those
+        hyperedges (eq. 4's domain)."""
+        hyper = {h for e, _ in anchors for h in self.ix.entity_hyperedges[e]}
+        more = {f for h in hyper for f in self.ix.hyperedge_facts[h]} - set(ranked)
+        if not more:
+            return ranked, hyper
+        every = set(ranked) | more
+        return self._facts(every, qvec)[0], hyper
+
     def simple(self, qvec: np.ndarray, query: str = "") -> AdrContext:
         t0 = time.perf_counter()
         anchors, ranked, scores = self._anchor(qvec, query)
-        facts, ftok = self._fact_context(ranked)
+        facts, ftok = self._fact_context(self._sub_facts(anchors, ranked, qvec)[0])
         names = [self.ix.entity_names[e] for e, _ in anchors]
         return self._finish(
             "simple", t0, self._fact_passages(ranked, scores), facts, ftok, [], names
@@ -264,11 +287,11 @@ class AdrOperators:
     def moderate(self, qvec: np.ndarray, query: str = "") -> AdrContext:
         t0 = time.perf_counter()
         anchors, ranked, scores = self._anchor(qvec, query)
-        facts, ftok = self._fact_context(ranked)
+        sub, seeds = self._sub_facts(anchors, ranked, qvec)
+        facts, ftok = self._fact_context(sub)
         # eq. 4: π of the anchored higher-order hyperedges; eq. 5: the edges above them
-        seeds = {h for e, _ in anchors for h in self.ix.entity_hyperedges[e]}
         up = sorted({int(self.ix.vertex_edge[u]) for u in seeds})
-        if len(up) > self.p.max_up_edges:
+        if 0 < self.p.max_up_edges < len(up):
             sims = self.ix.narrative_emb[up] @ qvec
             up = [up[i] for i in np.argsort(-sims, kind="stable")[: self.p.max_up_edges]]
         scored = self._fact_passages(ranked, scores)
