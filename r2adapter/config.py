@@ -125,6 +125,7 @@ ENTITY_MATCHES = ("exact", "embedding")  # graph.entity_match (retrieve/catrag.p
 CATRAG_PARTS = ("anchoring", "edges", "keyfact")  # CatRAG's components (graph.catrag_ablate)
 PPR_SOLVERS = ("auto", "local", "exact")  # graph.ppr_solver (retrieve/graph.py)
 PPR_R_MAX_RANGE = (1e-12, 1e-1)  # graph.ppr_r_max: forward push's residual threshold
+SYNONYM_SEARCHES = ("auto", "exact", "hnsw")  # graph.synonym_search (index/synonyms_hnsw.py)
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,10 @@ class GraphParams:
     damping: float = 0.5  # PPR continuation probability
     synonym_threshold: float = 0.8  # cosine for synonym edges over entity embeddings
     synonym_top_k: int = 100  # kNN neighbours considered per entity
+    # synonym edges by the all-pairs pass (exact), through a pgvector HNSW index (hnsw), or
+    # auto: HNSW above synonym_hnsw_above entities (index/synonyms_hnsw.py, issue 18)
+    synonym_search: str = "auto"
+    synonym_hnsw_above: int = 500_000
     ppr_tol: float = 1e-6  # bound on the L1 error of the PPR vector (so also on max |error|)
     ppr_max_iter: int = 100
     # -- cost that grows slower than the corpus (issue 18) --
@@ -154,6 +159,9 @@ class GraphParams:
     # HippoRAG 2's seeding, which costs a score per passage per query). On 2Wiki N = 100 or
     # 1000 lose FCR@5 .04 / .03 (paired bootstrap 95% excludes 0): every passage stays
     passage_seed_top_n: int = 0
+    # a graph whose estimated in-memory size at load exceeds this many GB is refused with
+    # a one-line error (0: 80% of the memory available to the process when it loads)
+    load_memory_limit_gb: float = 0.0
     # ef_search for the pgvector HNSW index; halfvec above this many dimensions
     hnsw_ef_search: int = 64
     halfvec_above_dim: int = 2000
@@ -237,7 +245,16 @@ class GraphParams:
             lo <= self.ppr_r_max <= hi,
             f"graph.ppr_r_max must be in [{lo:g}, {hi:g}], not {self.ppr_r_max:g}",
         )
-        for name in ("ppr_local_above_nodes", "passage_seed_top_n"):
+        _need(
+            self.synonym_search in SYNONYM_SEARCHES,
+            f"graph.synonym_search must be one of {', '.join(SYNONYM_SEARCHES)}, "
+            f"not {self.synonym_search!r}",
+        )
+        _need(
+            self.load_memory_limit_gb >= 0,
+            f"graph.load_memory_limit_gb must be ≥ 0, not {self.load_memory_limit_gb}",
+        )
+        for name in ("ppr_local_above_nodes", "passage_seed_top_n", "synonym_hnsw_above"):
             v = getattr(self, name)
             _need(v >= 0, f"graph.{name} must be ≥ 0, not {v}")
         for name in ("fact_edge_scale", "synonym_edge_scale"):

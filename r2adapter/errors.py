@@ -11,3 +11,7 @@ class DataError(R2AError):
 
 class DatabaseError(R2AError):
     """The database cannot be reached or a statement failed."""
+
+
+class ResourceError(R2AError):
+    """The work needs more memory than the process may use."""

@@ -12,7 +12,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from r2adapter.config import GraphParams, graph_params
 from r2adapter.index.graph import fact_text
+from r2adapter.retrieve.graph_memory import check_graph_memory
 from r2adapter.retrieve.ppr import Transition
 from r2adapter.store import graph_store as gs
 
@@ -129,7 +131,10 @@ class GraphIndex:
         return value
 
 
-def load_graph_index(version: gs.IndexVersion) -> GraphIndex:
+def load_graph_index(version: gs.IndexVersion, params: GraphParams | None = None) -> GraphIndex:
+    """Refused in one line when its estimated size at load is over the memory limit
+    (graph.load_memory_limit_gb, `graph_memory.py`), before anything is read."""
+    check_graph_memory(version, params or graph_params())
     t0 = time.perf_counter()
     rows = gs.read_graph_rows(version.id)
     pids, pemb = gs.passage_embeddings(version.dataset, version.encoder)
