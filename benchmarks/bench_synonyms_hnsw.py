@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +49,36 @@ def entities(dataset: str, limit: int | None) -> tuple[int, list[str], Any]:
     return v.id, names, np.stack([cached[n] for n in names])
 
 
+@contextmanager
+def vector_connection(name: str) -> Iterator[Any]:
+    """A connection, pgvector registered, to a fresh scratch Postgres (deleted after)."""
+    import psycopg
+    from pgvector.psycopg import register_vector
+
+    with database("scratch", None, name) as db, psycopg.connect(db.url) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        conn.commit()
+        register_vector(conn)
+        yield conn
+
+
+Edge = tuple[int, int, float]
+
+
+def compare(exact: Sequence[Edge], approx: Sequence[Edge]) -> dict[str, Any]:
+    """The HNSW edges against the all-pairs ones: counts, recall, the edges only HNSW
+    finds, the largest score difference on the shared ones."""
+    want = {(a, b): s for a, b, s in exact}
+    got = {(a, b): s for a, b, s in approx}
+    shared = want.keys() & got.keys()
+    return {
+        "edges": {"all_pairs": len(want), "hnsw": len(got), "shared": len(shared)},
+        "recall": len(shared) / len(want) if want else 1.0,
+        "hnsw_only": len(got.keys() - want.keys()),
+        "max_score_diff": max((abs(want[k] - got[k]) for k in shared), default=0.0),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = arg_parser(__doc__, "the first 5,000 entities", "synonyms_hnsw.json")
     ap.add_argument("--dataset", default="2wikimultihopqa")
@@ -55,9 +87,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--m", type=int, default=16)
     ap.add_argument("--ef-construction", type=int, default=64)
     args = ap.parse_args(argv)
-    import psycopg
-    from pgvector.psycopg import register_vector
-
     from r2adapter.config import graph_params
     from r2adapter.index.graph import synonym_edges
     from r2adapter.index.synonyms_hnsw import synonym_edges_hnsw
@@ -86,29 +115,20 @@ def main(argv: list[str] | None = None) -> int:
     exact = synonym_edges(emb, names, p.synonym_threshold, p.synonym_top_k)
     result["all_pairs_s"] = time.perf_counter() - t
     try:
-        with database("scratch", None, "synonyms-hnsw") as db:
-            with psycopg.connect(db.url) as conn:
-                conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-                conn.commit()
-                register_vector(conn)
-                t = time.perf_counter()
-                approx = synonym_edges_hnsw(
-                    conn, emb, names, p.synonym_threshold, p.synonym_top_k,
-                    args.ef_search, args.m, args.ef_construction,
-                )  # fmt: skip
-                result["hnsw_s"] = time.perf_counter() - t
+        with vector_connection("synonyms-hnsw") as conn:
+            t = time.perf_counter()
+            approx = synonym_edges_hnsw(
+                conn, emb, names, p.synonym_threshold, p.synonym_top_k,
+                args.ef_search, args.m, args.ef_construction,
+            )  # fmt: skip
+            result["hnsw_s"] = time.perf_counter() - t
     except BenchError as e:
         die(str(e))
-    want = {(a, b): s for a, b, s in exact}
-    got = {(a, b): s for a, b, s in approx}
-    shared = want.keys() & got.keys()
-    result["edges"] = {"all_pairs": len(want), "hnsw": len(got), "shared": len(shared)}
-    result["recall"] = len(shared) / len(want) if want else 1.0
-    result["hnsw_only"] = len(got.keys() - want.keys())
-    result["max_score_diff"] = max((abs(want[k] - got[k]) for k in shared), default=0.0)
+    result.update(compare(exact, approx))
+    edges = result["edges"]
     print(
-        f"all-pairs {result['all_pairs_s']:.1f} s, {len(want):,} edges; HNSW "
-        f"{result['hnsw_s']:.1f} s, {len(got):,} edges: recall {result['recall']:.4f}, "
+        f"all-pairs {result['all_pairs_s']:.1f} s, {edges['all_pairs']:,} edges; HNSW "
+        f"{result['hnsw_s']:.1f} s, {edges['hnsw']:,} edges: recall {result['recall']:.4f}, "
         f"{result['hnsw_only']:,} edges only HNSW finds, max score diff "
         f"{result['max_score_diff']:.1e} (load {os.getloadavg()[0]:.2f})"
     )

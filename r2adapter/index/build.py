@@ -20,7 +20,9 @@ from r2adapter.data.schema import Dataset
 from r2adapter.index.encoder import Encoder, get_encoder
 from r2adapter.index.graph import build_parts, synonym_edges
 from r2adapter.index.openie import Extraction, OpenIE, get_openie
+from r2adapter.index.synonyms_hnsw import synonym_edges_hnsw, synonym_search
 from r2adapter.store import graph_store as gs
+from r2adapter.store.db import connection
 from r2adapter.store.load import load as load_into_db
 
 Log = Callable[[str], None]
@@ -125,9 +127,14 @@ def build_index(
     extractions: list[Extraction] = [cached[p.id] for p in passages]
     timings["openie"] = time.perf_counter() - t
 
+    parts = build_parts(ids, extractions)
+    synonym_method = synonym_search(params, len(parts.entities))
+    # the method enters the signature only when it is HNSW (approximate): the signatures of
+    # the indexes built before graph.synonym_search existed, all exact, stay as they were
+    how = ["synonyms:hnsw"] if synonym_method == "hnsw" else []
     signature = hashlib.sha256(
         "\0".join(
-            [enc.name, key, str(params.synonym_threshold), str(params.synonym_top_k), *ids]
+            [enc.name, key, str(params.synonym_threshold), str(params.synonym_top_k), *how, *ids]
         ).encode()
     ).hexdigest()
     latest = gs.latest_version(name)
@@ -135,7 +142,6 @@ def build_index(
         if with_adr:  # the graph is current; only the hypergraph may be missing
             from r2adapter.adr.build import ensure_hypergraph
 
-            parts = build_parts(ids, extractions)
             added = ensure_hypergraph(
                 latest.id, signature, passages, extractions, parts.entities,
                 lambda kind, texts: _embed_cached(enc, kind, texts, log), adr_p, log,
@@ -145,16 +151,22 @@ def build_index(
         return IndexReport(name, latest.id, False, enc.name, key, latest.counts, timings)
 
     t = time.perf_counter()
-    parts = build_parts(ids, extractions)
     ent_emb = _embed_cached(enc, "entity", parts.entities, log)
     timings["entity_embeddings"] = time.perf_counter() - t
     t = time.perf_counter()
     _embed_cached(enc, "fact", parts.fact_texts(), log)
     timings["fact_embeddings"] = time.perf_counter() - t
     t = time.perf_counter()
-    synonyms = synonym_edges(
-        ent_emb, parts.entities, params.synonym_threshold, params.synonym_top_k
-    )
+    if synonym_method == "hnsw":
+        log(f"synonym edges of {len(parts.entities)} entities through HNSW")
+        with connection() as conn:
+            synonyms = synonym_edges_hnsw(
+                conn, ent_emb, parts.entities, params.synonym_threshold, params.synonym_top_k
+            )
+    else:
+        synonyms = synonym_edges(
+            ent_emb, parts.entities, params.synonym_threshold, params.synonym_top_k
+        )
     timings["synonyms"] = time.perf_counter() - t
     counts = {
         "passages": len(passages),
