@@ -91,6 +91,21 @@ def _rows(version: int) -> dict[str, Any]:
     }
 
 
+def _rows_after(version: int) -> dict[str, int]:
+    """Rows of the graph tables that belong to no version up to `version` (a half-written
+    one would leave them)."""
+    from r2adapter.store.db import connection
+
+    tables = ("entities", "facts", "fact_passages", "passage_entities", "synonym_edges")
+    with connection() as conn:
+        return {
+            t: conn.execute(
+                f"SELECT count(*) FROM {t} WHERE index_version > %s", (version,)
+            ).fetchone()[0]
+            for t in tables
+        }
+
+
 def _forget_caches(dataset: str, openie: str, rows: dict[str, Any]) -> None:
     """Cold caches for this corpus: its extractions and its entity and fact embeddings."""
     from r2adapter.data.adapters import load_dataset
@@ -169,6 +184,7 @@ def test_failed_shard_stops_before_the_merge_and_a_rerun_adds_only_the_new(
 ) -> None:
     from r2adapter.data.adapters import load_dataset
     from r2adapter.index.shards import build_sharded
+    from r2adapter.retrieve.graph_index import GraphCache
     from r2adapter.store.graph_store import latest_version
 
     folder = tmp_path / "shardgrow"
@@ -191,6 +207,11 @@ def test_failed_shard_stops_before_the_merge_and_a_rerun_adds_only_the_new(
     latest = latest_version("shardgrow")
     assert latest is not None and latest.id == first.version  # nothing merged or half-written
     assert latest.counts == first.counts
+    assert not [t for t, n in _rows_after(first.version).items() if n], "rows of no version"
+    served = GraphCache(check_every_s=0).get("shardgrow")  # what the service would load
+    assert served.version.id == first.version and served.edges is not None
+    c = first.counts
+    assert len(served.edges.src) == c["facts"] + c["passage_entity_edges"] + c["synonym_edges"]
 
     log: list[str] = []
     grown = build_sharded(str(folder), OPENIE, 2, log=log.append, adr=False)
