@@ -10,10 +10,12 @@ answer-in-context@5 (bootstrap 95% interval; McNemar's exact test on FCR@5).
 
 Every variant retrieves each query in turn (interleaved, so machine load falls on all
 alike) from the same query embedding: latency is retrieval alone, without encoding the
-query. Every figure is `fact_filter: none`; the tier source is `similarity` except in
-`catrag_learned_cv5`, the learned source measured out of fold (5-fold cross-fitting by
-`fold_of`: each query is retrieved with the scorer fitted on every stored query with gold
-outside its fold; the fold models' coefficients are saved beside the row).
+query. The default run is `fact_filter: none` throughout (`catrag_llm` and
+`graph_fact_filter_llm`, through the configured LLM or the local model, run only when
+named in --variants); the tier source is `similarity` except in `catrag_learned_cv5`,
+the learned source measured out of fold (5-fold cross-fitting by `fold_of`: each query
+is retrieved with the scorer fitted on every stored query with gold outside its fold;
+the fold models' coefficients are saved beside the row).
 """
 
 from __future__ import annotations
