@@ -224,6 +224,19 @@ def _label(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace) -> int:
     from r2adapter import steps
 
+    if args.router == "adr":
+        if args.backbone or args.epochs:
+            raise R2AError("--backbone and --epochs are the two-way routers'; adr reads adr:")
+        a = steps.train_adr(args.dataset)
+        _emit(args, a)
+        print(
+            f"adr: registered version {a['version']} as candidate (run {a['run_id'][:8]}), "
+            f"{a['seconds']:.0f} s, γ {a['gamma']}; test R@5 "
+            f"{a.get('test_recall', float('nan')):.3f}, FCR@5 {a.get('test_fcr', float('nan')):.3f}"
+            f" at {a.get('test_mean_tokens', float('nan')):.0f} context tokens, "
+            f"{a.get('test_mean_ms', float('nan')):.1f} ms"
+        )
+        return 0
     if args.router == "kway":
         if args.backbone or args.epochs:
             raise R2AError("--backbone and --epochs are the two-way routers'; kway reads kway:")
@@ -256,11 +269,11 @@ def _train(args: argparse.Namespace) -> int:
 def _promote(args: argparse.Namespace) -> int:
     from r2adapter import steps
 
-    if args.router == "kway":
-        k = steps.promote_kway(args.dataset)
+    if args.router in ("kway", "adr"):
+        k = (steps.promote_kway if args.router == "kway" else steps.promote_adr)(args.dataset)
         _emit(args, k)
         verb = "promoted" if k["promoted"] else "kept the champion"
-        print(f"kway: {verb}: candidate v{k['candidate']}: " + "; ".join(k["reasons"]))
+        print(f"{args.router}: {verb}: candidate v{k['candidate']}: " + "; ".join(k["reasons"]))
         return 0
     r = steps.promote(args.router, args.dataset)
     _emit(args, r.to_report())
@@ -690,15 +703,15 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument(
         "--router",
         default=None,
-        choices=["kway"],
-        help="kway: the cost-aware router over every strategy (default: the two-way router "
-        "of --backbone)",
+        choices=["kway", "adr"],
+        help="kway: the cost-aware router over every strategy; adr: ADR's intent classifier "
+        "on labels/<dataset>.adr.jsonl (default: the two-way router of --backbone)",
     )
     tr.add_argument("--report", help="also write the figures as JSON (and the τ curve)")
     tr.set_defaults(func=_train)
 
     pr = sub.add_parser("promote", help="move champion to the candidate if the gate holds")
-    pr.add_argument("--router", default="r2a", choices=[*TRAINED_ROUTERS, "kway"])
+    pr.add_argument("--router", default="r2a", choices=[*TRAINED_ROUTERS, "kway", "adr"])
     pr.add_argument("--dataset", default=None)
     pr.add_argument("--report", help="also write the decision as JSON")
     pr.set_defaults(func=_promote)

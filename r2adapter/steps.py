@@ -102,6 +102,19 @@ def promote_kway(dataset: str | None = None) -> dict[str, Any]:
     return _promote_kway(dataset_name(dataset) if dataset else None)
 
 
+def train_adr(dataset: str) -> dict[str, Any]:
+    """Train ADR's intent classifier on the ADR labels; register it as `candidate`."""
+    from r2adapter.adr.registry import train_and_register_adr
+
+    return train_and_register_adr(dataset_name(dataset))
+
+
+def promote_adr(dataset: str | None = None) -> dict[str, Any]:
+    from r2adapter.adr.registry import promote_adr as _promote_adr
+
+    return _promote_adr(dataset_name(dataset) if dataset else None)
+
+
 def promote(kind: str = "r2a", dataset: str | None = None) -> PromoteResult:
     from r2adapter.registry.promote import promote as _promote
 

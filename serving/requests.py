@@ -32,7 +32,9 @@ Query = Annotated[
         description=f"The question, 1–{MAX_QUERY_CHARS} characters with a visible one, no NUL",
     ),
 ]
-Mode = Literal["auto", "dense", "graph", "catrag"]  # r2adapter.adapter.MODES (asserted below)
+Mode = Literal[  # r2adapter.adapter.MODES (asserted below)
+    "auto", "dense", "graph", "catrag", "adr_simple", "adr_moderate", "adr_complex", "adr"
+]
 TopK = Annotated[int, Field(ge=1, le=MAX_TOP_K, strict=True, description="Passages to return")]
 assert set(Mode.__args__) == set(MODES)  # type: ignore[attr-defined]
 

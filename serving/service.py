@@ -27,6 +27,7 @@ import bentoml
 from anyio import to_thread
 from starlette.responses import JSONResponse
 
+from r2adapter.adr import AdrUnavailable
 from r2adapter.errors import DatabaseError, R2AError
 from r2adapter.llm.base import LLMError
 from r2adapter.store.db import known_down
@@ -146,7 +147,7 @@ def error_for(e: BaseException) -> JSONResponse:
     if isinstance(e, DatabaseError):
         log.warning("%s", e)  # names the database's address: the log, not the client
         return error_response(503, "the database is unavailable: retry later", reason="dependency")
-    if isinstance(e, Unavailable):
+    if isinstance(e, Unavailable | AdrUnavailable):  # the message names what builds it
         return error_response(503, str(e), reason="dependency")
     if isinstance(e, R2AError):
         msg = str(e)

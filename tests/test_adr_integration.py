@@ -35,10 +35,14 @@ def _counts() -> dict[str, int]:
 def test_adr_end_to_end(mini_indexed: str, pg_env: dict[str, str]) -> None:
     name = Path(mini_indexed).name
     # no hypergraph yet: one line naming the command that builds it, exit 1
-    r = run_cli(["adr", "retrieve", "--dataset", name, "--operator", "simple", "who?"], pg_env)
-    assert r.returncode == 1
-    assert r.stderr.strip().count("\n") == 0
-    assert f"r2a index --dataset {name} --adr" in r.stderr
+    for args in (
+        ["adr", "retrieve", "--dataset", name, "--operator", "simple", "who?"],
+        ["retrieve", "--dataset", name, "--mode", "adr_simple", "who?"],
+    ):
+        r = run_cli(args, pg_env)
+        assert r.returncode == 1
+        assert r.stderr.strip().count("\n") == 0
+        assert f"r2a index --dataset {name} --adr" in r.stderr
 
     r = run_cli(["index", "--dataset", mini_indexed, "--openie", "precomputed", "--adr"], pg_env)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -58,6 +62,7 @@ def test_adr_end_to_end(mini_indexed: str, pg_env: dict[str, str]) -> None:
 
     _operators(name)
     _labels(name, pg_env)
+    _registry(name, pg_env)
     _failed_write_leaves_the_build(v.id, built)
 
 
@@ -84,14 +89,18 @@ def _operators(name: str) -> None:
     exact = ids[np.argsort(-(emb @ qvec))[: p.k_e]]
     assert set(simple.anchors) == {ops.ix.entity_names[i] for i in exact}
     assert simple.insights == [] and 1 <= len(complex_.insights) <= p.k_d
-    assert len(moderate.insights) <= p.max_up_edges
+    assert not p.max_up_edges or len(moderate.insights) <= p.max_up_edges
     assert moderate.facts == simple.facts  # moderate keeps the simple context
+    from r2adapter.adr.build import token_counter
+
+    count = token_counter(p)
     for c in (simple, moderate, complex_):
         assert 0 < len(c.passages) <= p.max_passages
         scores = [s for _, s in c.passages]
         assert scores == sorted(scores, reverse=True)
-        ptok = sum(ops.ix.passage_tokens[pid] for pid in c.passage_ids)
-        assert c.tokens >= ptok and c.ms > 0
+        # the paper's context: facts and narratives, no passage text (context_passages 0)
+        assert p.context_passages == 0 and c.tokens == sum(count(c.facts + c.insights))
+        assert c.ms > 0
     # lexical anchoring: the entity the question names comes first, eq. 2 fills the rest
     lexical = ops.run("simple", qvec, q)
     assert lexical.anchors[0] == "thinking out loud" and len(lexical.anchors) == p.k_e
@@ -123,6 +132,33 @@ def _labels(name: str, env: dict[str, str]) -> None:
     report_notes: list[str] = []
     merge_adr_rows("no_such_dataset", "cv5", ids, routers, report_notes)
     assert routers == {} and "r2a adr label --dataset no_such_dataset" in report_notes[0]
+
+
+def _registry(name: str, env: dict[str, str]) -> None:
+    """`r2a train --router adr` registers the classifier trained on the ADR labels, the gate
+    promotes the first one, a second training is gated against it; `r2a retrieve --mode adr`
+    then routes through the champion, `--mode adr_complex` runs the operator."""
+    r = run_cli(["retrieve", "--dataset", name, "--mode", "adr", "who?"], env)
+    assert r.returncode == 1 and "r2a train --dataset D --router adr" in r.stderr
+    out = Path(env["R2A_HOME"]) / "adr_report.json"
+
+    def step(*args: str) -> dict:
+        r = run_cli([*args, "--report", str(out)], env, timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+        return json.loads(out.read_text())
+
+    trained = step("train", "--dataset", name, "--router", "adr")
+    assert trained["router"] == "adr" and 0 <= trained["test_recall"] <= 1
+    first = step("promote", "--router", "adr")
+    assert first["promoted"] and "first model" in first["reasons"][0]
+    step("train", "--dataset", name, "--router", "adr")
+    second = step("promote", "--router", "adr")
+    assert second["promoted"] and second["champion_metrics"] == second["candidate_metrics"]
+    for mode in ("adr", "adr_complex"):
+        r = run_cli(["retrieve", "--dataset", name, "--mode", mode, "--json", "Who?"], env)
+        assert r.returncode == 0, r.stderr[-2000:]
+        hits = json.loads(r.stdout.strip().splitlines()[-1])["hits"]
+        assert 0 < len(hits) <= 5 and all(h["title"] for h in hits)
 
 
 def _failed_write_leaves_the_build(version: int, before: dict[str, int]) -> None:

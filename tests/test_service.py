@@ -68,6 +68,34 @@ def test_retrieve_modes(service: dict[str, str], mode: str) -> None:
         assert body["decision"] == mode and body["rewritten"] is False
 
 
+def test_adr_modes_and_no_hypergraph_is_503(
+    service: dict[str, str], mini_indexed: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """An ADR mode on a dataset whose index has no hypergraph: 503 with Retry-After and a
+    JSON body naming the command that builds it (a second service, serving such a
+    dataset); on the served dataset, once built, the operator's passages."""
+    from tests.conftest import make_mini_musique
+
+    env = json.loads(service["env"])
+    tmp = tmp_path_factory.mktemp("nohg")
+    path = make_mini_musique(tmp / "musnohg", n=6)
+    r = run_cli(["index", "--dataset", path, "--openie", "precomputed"], env, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    with serving({**env, "R2A_SERVE_DATASET": "musnohg"}, tmp / "serve.log") as url:
+        r = httpx.post(f"{url}/retrieve", json={"query": QUESTION, "mode": "adr_simple"},
+                       timeout=60)  # fmt: skip
+        assert r.status_code == 503 and r.headers["Retry-After"], r.text
+        body = r.json()
+        assert body["field"] is None and "r2a index --dataset musnohg --adr" in body["error"]
+        assert httpx.post(f"{url}/retrieve", json={"query": QUESTION}, timeout=60).is_success
+    r = run_cli(["index", "--dataset", mini_indexed, "--openie", "precomputed", "--adr"], env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    r = post(service, "/retrieve", {"query": QUESTION, "mode": "adr_complex", "top_k": 3})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["decision"] == "adr_complex" and 0 < len(body["passages"]) <= 3
+
+
 def test_rewrite_and_answer(service: dict[str, str]) -> None:
     r = post(service, "/rewrite", {"query": QUESTION})
     assert r.status_code == 200, r.text

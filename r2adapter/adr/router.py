@@ -5,8 +5,10 @@ retrieval embedding (multinomial logistic regression, L2), fitted on the ADR lab
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -127,3 +129,35 @@ def llm_probs(llm: object, questions: Sequence[str], timeout: float) -> tuple[np
         out[i] = (1 - conf) / 2
         out[i, OPERATORS.index(cls)] = conf
     return out, failed
+
+
+@dataclass
+class AdrRouter:
+    """The trained classifier as the registry keeps it: the head, γ, and the encoder whose
+    embedding it reads (r2adapter/adr/registry.py registers it)."""
+
+    head: SoftmaxHead
+    gamma: float
+    encoder: str  # the retrieval encoder's name (the head reads its query embedding)
+    dataset: str = ""  # the corpus whose labels trained it
+
+    def decide(self, qvecs: np.ndarray) -> list[Decision]:
+        return decide(self.head.probs(qvecs), self.gamma)
+
+    def save(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        cfg = {"gamma": self.gamma, "encoder": self.encoder, "dataset": self.dataset}
+        (folder / "config.json").write_text(json.dumps(cfg, indent=2))
+        np.savez(folder / "head.npz", weight=self.head.weight, bias=self.head.bias)
+
+    @classmethod
+    def load(cls, folder: Path) -> AdrRouter:
+        from r2adapter.errors import R2AError
+
+        try:
+            cfg = json.loads((folder / "config.json").read_text())
+            with np.load(folder / "head.npz") as z:
+                head = SoftmaxHead(z["weight"], z["bias"])
+            return cls(head, float(cfg["gamma"]), str(cfg["encoder"]), str(cfg.get("dataset", "")))
+        except (OSError, KeyError, TypeError, ValueError) as e:
+            raise R2AError(f"{folder}: not a saved ADR router ({str(e).splitlines()[0]})") from None

@@ -13,9 +13,9 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from r2adapter.adr import AdrUnavailable
 from r2adapter.adr.hypergraph import DualHypergraph
 from r2adapter.config import AdrParams
-from r2adapter.errors import R2AError
 from r2adapter.store import graph_store as gs
 from r2adapter.store.db import connection
 
@@ -37,7 +37,7 @@ EMBEDDED = {"adr_entity_embeddings": "entity_id", "adr_insight_edges": "id",
             "adr_insight_vertices": "id"}  # fmt: skip
 
 
-class NoHypergraphError(R2AError):
+class NoHypergraphError(AdrUnavailable):
     """The index has no ADR hypergraph: the service answers 503, the CLI exits 1."""
 
 

@@ -67,11 +67,59 @@ def client() -> Any:
 
 
 def alias_version(kind: str, alias: str) -> Any | None:
+    return version_by_alias(model_name(kind), alias)
+
+
+def version_by_alias(model: str, alias: str) -> Any | None:
+    """The version of registered `model` behind `alias`, or None (no such model or alias)."""
     c = client()
     try:
-        return c.get_model_version_by_alias(model_name(kind), alias)
+        return c.get_model_version_by_alias(model, alias)
     except Exception:
         return None
+
+
+def register_candidate(
+    model: str, python_model: Any, save: Any, dataset: str, tags: dict[str, float]
+) -> str:
+    """Inside an MLflow run: `save(folder)` writes the router, which is logged as the run's
+    pyfunc model `router` (its artifact `router`), registered under `model` with alias
+    `candidate`, tagged with its dataset and `tags`; returns the version."""
+    import tempfile
+    from pathlib import Path
+
+    import mlflow
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "router"
+        save(folder)
+        info = mlflow.pyfunc.log_model(
+            name="router",
+            python_model=python_model,
+            artifacts={"router": str(folder)},
+            registered_model_name=model,
+            pip_requirements=[],
+        )
+    version = str(info.registered_model_version)
+    c = client()
+    c.set_registered_model_alias(model, "candidate", version)
+    c.set_model_version_tag(model, version, "dataset", dataset)
+    for k, v in tags.items():
+        c.set_model_version_tag(model, version, k, f"{v:.6f}")
+    return version
+
+
+def candidate_of(model: str, dataset: str | None, train: str) -> tuple[Any, str]:
+    """The `candidate` version of `model` and the dataset to gate it on (`dataset`, else
+    the candidate's tag); none is a one-line error naming `train`, the command that makes
+    one."""
+    cand_v = version_by_alias(model, "candidate")
+    if cand_v is None:
+        raise R2AError(f"no candidate for {model}: run `{train}` first")
+    dataset = dataset or cand_v.tags.get("dataset")
+    if not dataset:
+        raise R2AError("the candidate has no dataset tag: pass --dataset")
+    return cand_v, dataset
 
 
 def load_router(kind: str = "r2a", alias: str = "champion") -> tuple[TrainedRouter, str]:

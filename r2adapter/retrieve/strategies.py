@@ -15,12 +15,20 @@ if TYPE_CHECKING:
 
 # name → its retriever ("module:Class", imported on use); the order is the report's.
 # dense: cosine top-k in pgvector; graph: HippoRAG 2 (facts → phrase seeds → PPR);
-# catrag: CatRAG, the graph search on a query-adapted graph
+# catrag: CatRAG, the graph search on a query-adapted graph; adr_*: one of ADR's three
+# operators over the index's dual hypergraph, adr: the registered ADR classifier chooses
 STRATEGIES: dict[str, str] = {
     "dense": "r2adapter.retrieve.dense:DenseRetriever",
     "graph": "r2adapter.retrieve.graph:GraphRetriever",
     "catrag": "r2adapter.retrieve.catrag:CatragRetriever",
+    "adr_simple": "r2adapter.adr.retriever:AdrSimple",
+    "adr_moderate": "r2adapter.adr.retriever:AdrModerate",
+    "adr_complex": "r2adapter.adr.retriever:AdrComplex",
+    "adr": "r2adapter.adr.retriever:AdrRetriever",
 }
+# ADR's need the hypergraph (`r2a index --adr`): `r2a evaluate retrieval` runs them only
+# when named (`--mode`); their figures are `r2a adr label`'s and the routing report's
+ADR_STRATEGIES = ("adr_simple", "adr_moderate", "adr_complex", "adr")
 # strategies that walk the graph (they read a rewrite's triplets and report PPR structure)
 GRAPH_STRATEGIES = ("graph", "catrag")
 # catrag's components, each of which `--ablate` (or graph.catrag_ablate) turns off
@@ -34,11 +42,13 @@ def check_strategy(mode: str) -> str:
 
 
 def check_strategies(modes: Iterable[str] | None) -> tuple[str, ...]:
-    """A subset of STRATEGIES in the table's order (None or empty: all)."""
+    """A subset of STRATEGIES in the table's order (None or empty: all but ADR's)."""
     chosen = tuple(dict.fromkeys(modes or ()))
     for m in chosen:
         check_strategy(m)
-    return tuple(m for m in STRATEGIES if not chosen or m in chosen)
+    if not chosen:
+        return tuple(m for m in STRATEGIES if m not in ADR_STRATEGIES)
+    return tuple(m for m in STRATEGIES if m in chosen)
 
 
 def make_retriever(
@@ -50,7 +60,7 @@ def make_retriever(
 
     module, _, name = STRATEGIES[check_strategy(mode)].partition(":")
     cls = getattr(importlib.import_module(module), name)
-    if mode == "dense":
+    if mode == "dense" or mode in ADR_STRATEGIES:
         return cls(dataset, encoder)
     if mode != "catrag":
         options = {k: v for k, v in options.items() if k != "ablate"}

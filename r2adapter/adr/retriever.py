@@ -1,0 +1,99 @@
+"""ADR's operators and router as retrieval strategies (r2adapter/retrieve/strategies.py):
+`adr_simple`, `adr_moderate`, `adr_complex` run one operator, `adr` lets the registered
+classifier (`models:/r2a-router-adr@champion`) choose with eq. 1's fallback. Each returns
+the operator's ranked passages (at most `adr.max_passages`, or `k` when smaller).
+
+The hypergraph is read on the first query, once per dataset and index version for every
+ADR strategy of the process; a dataset without one is an AdrUnavailable naming the command
+that builds it (the service answers 503, the CLI one line and exit 1)."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from r2adapter.adr.operators import AdrOperators
+from r2adapter.retrieve.base import Hit, Retriever
+
+if TYPE_CHECKING:
+    from r2adapter.adr.router import AdrRouter
+    from r2adapter.index.encoder import Encoder
+
+_LOCK = threading.Lock()
+_OPERATORS: dict[str, AdrOperators] = {}  # dataset → the loaded hypergraph's operators
+_ROUTER: dict[str, tuple[AdrRouter, str]] = {}  # "champion" → (router, version), read once
+
+
+def operators(dataset: str) -> AdrOperators:
+    """The dataset's operators over its latest index version (loaded once per version)."""
+    from r2adapter.adr.store import require_hypergraph
+
+    v = require_hypergraph(dataset)  # none: AdrUnavailable naming `r2a index --adr`
+    with _LOCK:
+        ops = _OPERATORS.get(dataset)
+        if ops is None or ops.ix.version != v.id:
+            ops = _OPERATORS[dataset] = AdrOperators(dataset)
+    return ops
+
+
+def champion() -> tuple[AdrRouter, str]:
+    from r2adapter.adr.registry import load_adr
+
+    with _LOCK:
+        if "champion" not in _ROUTER:
+            _ROUTER["champion"] = load_adr("champion")
+        return _ROUTER["champion"]
+
+
+class AdrRetriever(Retriever):
+    operator = ""  # simple | moderate | complex; "" for the router
+
+    def __init__(self, dataset: str, encoder: Encoder | None = None) -> None:
+        self.dataset = dataset
+        self.mode = f"adr_{self.operator}" if self.operator else "adr"
+        self._encoder = encoder
+        self.last: dict[str, object] = {}  # the last query's operator, decision, tokens
+
+    @property
+    def encoder(self) -> Encoder:
+        if self._encoder is None:
+            from r2adapter.index.encoder import get_encoder
+
+            self._encoder = get_encoder()
+        return self._encoder
+
+    def retrieve(self, query: str, k: int = 5, qvec: np.ndarray | None = None) -> list[Hit]:
+        from r2adapter.store.graph_store import passages_by_id
+
+        ops = operators(self.dataset)
+        if qvec is None:
+            qvec = self.encoder.encode_query(query)
+        op, decision = self.operator, "forced"
+        if not op:
+            router, version = champion()
+            d = router.decide(qvec[None, :])[0]
+            op = d.operator
+            decision = f"{d.predicted} {d.confidence:.2f}" + (" fallback" if d.fallback else "")
+            decision += f" (r2a-router-adr v{version})"
+        c = ops.run(op, qvec, query)
+        ranked = c.passages[:k]
+        texts = passages_by_id(self.dataset, [pid for pid, _ in ranked])
+        self.last = {"operator": op, "decision": decision, "tokens": c.tokens, "ms": c.ms}
+        return [
+            Hit(pid, s, texts[pid].title, texts[pid].text) if pid in texts else Hit(pid, s)
+            for pid, s in ranked
+        ]
+
+
+class AdrSimple(AdrRetriever):
+    operator = "simple"
+
+
+class AdrModerate(AdrRetriever):
+    operator = "moderate"
+
+
+class AdrComplex(AdrRetriever):
+    operator = "complex"
