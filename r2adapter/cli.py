@@ -183,10 +183,12 @@ def _evaluate_retrieval(args: argparse.Namespace) -> int:
             else ""
         )
         off = f"  (ablated: {', '.join(m['ablate'])})" if m.get("ablate") else ""
+        aic = m.get("answer_in_context@5")
+        answer = f"  answer-in-context@5 {aic:.3f}" if aic is not None else ""
         print(
             f"  {mode:<6} R@2 {m['recall@2']:.3f}  R@5 {m['recall@5']:.3f}  "
-            f"FCR@2 {m['fcr@2']:.3f}  FCR@5 {m['fcr@5']:.3f}  p50 {m['latency_ms_p50']:.1f} ms  "
-            f"p95 {m['latency_ms_p95']:.1f} ms{hubs}{off}"
+            f"FCR@2 {m['fcr@2']:.3f}  FCR@5 {m['fcr@5']:.3f}{answer}  "
+            f"p50 {m['latency_ms_p50']:.1f} ms  p95 {m['latency_ms_p95']:.1f} ms{hubs}{off}"
         )
     return 0
 
