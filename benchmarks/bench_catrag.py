@@ -43,6 +43,7 @@ from benchmarks.common import (  # noqa: E402
     pct,
     require_db,
 )
+from r2adapter.retrieve.catrag_tiers import TierSource  # noqa: E402
 
 DATASETS = ("2wikimultihopqa", "musique", "hotpotqa")
 # name → (strategy, graph parameter overrides, catrag ablations)
@@ -61,12 +62,28 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], tuple[str, ...]]] = {
     # a budget of 60 s a query, which the local CPU model can meet (its cost is the figure)
     "catrag_llm": ("catrag", {"tier_source": "llm", "llm_timeout_s": 60.0}, ()),
     "graph_fact_filter_llm": ("graph", {"fact_filter": "llm", "llm_timeout_s": 60.0}, ()),
+    # the ceiling of Stage II: tiers read off the gold (a neighbour on a gold passage
+    # direct, any other irrelevant); not a method, so only when named in --variants
+    "catrag_oracle_tiers": ("catrag", {}, ()),
 }
 QUICK_VARIANTS = ("graph", "catrag")
 LLM_VARIANTS = ("catrag_llm", "graph_fact_filter_llm")
+NAMED_ONLY = (*LLM_VARIANTS, "catrag_oracle_tiers")  # not in the default run
 # learned tier sources measured out of fold: query q is retrieved with the model fitted on
 # the queries outside q's fold (catrag_train.cross_fitted)
 CROSS_FITTED = ("catrag_learned_cv5",)
+
+
+class OracleTiers(TierSource):
+    """Stage II with the answer key: `gold` (the query's gold-passage entities, set before
+    each query) direct, every other kept neighbour irrelevant: what perfect tiers with the
+    paper's multipliers could do."""
+
+    name = "oracle"
+    gold = np.zeros(0, dtype=np.int64)
+
+    def tiers(self, q: Any, t: Any) -> np.ndarray:
+        return np.where(np.isin(t.nbrs, self.gold), 3, 0)
 
 
 class FoldRouted:
@@ -124,6 +141,7 @@ def run_dataset(dataset: str, names: list[str], n: int | None) -> dict[str, Any]
     retrievers: dict[str, Any] = {}
     structures: dict[str, Structure] = {}
     fold_models: dict[str, Any] = {}
+    oracle: OracleTiers | None = None
     for name in names:
         mode, overrides, ablate = VARIANTS[name]
         params = replace(base, **overrides)
@@ -131,6 +149,13 @@ def run_dataset(dataset: str, names: list[str], n: int | None) -> dict[str, Any]
         if mode == "catrag":
             options["ablate"] = ablate
         structures[name] = Structure()
+        if name == "catrag_oracle_tiers":
+            oracle = OracleTiers(params)
+            r = make_retriever(mode, dataset, enc, tiers=oracle, **options)
+            r.observe = structures[name]  # type: ignore[attr-defined]
+            r.warmup()  # type: ignore[attr-defined]
+            retrievers[name] = r
+            continue
         if name in CROSS_FITTED:
             from r2adapter.retrieve.catrag_tiers import LearnedTiers
             from r2adapter.retrieve.catrag_train import cross_fitted
@@ -155,6 +180,12 @@ def run_dataset(dataset: str, names: list[str], n: int | None) -> dict[str, Any]
     latency: dict[str, list[float]] = {name: [] for name in names}
     for q in tqdm(queries, desc=f"{dataset}: {len(names)} variants", unit="query"):
         vec = enc.encode_query(q.question)
+        if oracle is not None:  # the answer key of this query
+            from r2adapter.retrieve.catrag_train import gold_entities
+
+            oracle.gold = gold_entities(
+                retrievers["catrag_oracle_tiers"].cache.get(dataset), q.gold_passage_ids
+            )
         for name in names:
             t = time.perf_counter()
             r = retrievers[name]
@@ -219,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     names = (
         [v.strip() for v in args.variants.split(",") if v.strip()]
         if args.variants
-        else list(QUICK_VARIANTS if args.quick else [v for v in VARIANTS if v not in LLM_VARIANTS])
+        else list(QUICK_VARIANTS if args.quick else [v for v in VARIANTS if v not in NAMED_ONLY])
     )
     unknown = [v for v in names if v not in VARIANTS]
     if unknown:

@@ -18,6 +18,7 @@ counts the fallback in `stats()`.
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -216,6 +217,7 @@ class LearnedTiers(TierSource):
     def __init__(self, params: GraphParams, model: TierModel | None = None) -> None:
         super().__init__(params)
         self.model = model
+        self._lock = threading.Lock()  # concurrent first queries train once
 
     def warmup(self, g: GraphIndex) -> None:
         from r2adapter.retrieve.catrag import entity_embeddings
@@ -228,7 +230,9 @@ class LearnedTiers(TierSource):
         if self.model is None:
             from r2adapter.retrieve.catrag_train import load_or_train
 
-            self.model = load_or_train(g, self.params)
+            with self._lock:
+                if self.model is None:
+                    self.model = load_or_train(g, self.params)
         return self.model
 
     def tiers(self, q: TierQuery, t: Transitions) -> np.ndarray:
