@@ -6,13 +6,13 @@ with one line instead of a process the kernel kills halfway through the load.
 (the cursor's tuples and the edge lists built from them), the passage and fact embeddings
 (float32, and while they are read their text form from Postgres and one array per row:
 the largest part), the edge list as arrays, and the transition with its construction's
-temporaries (COO → CSR in float64, then the float32 copy kept). Local PPR adds a float64 copy of the transposed
-transition and a workspace per thread at its first query; the exact solver allocates a few
-vectors of the graph's size per query, and nothing per graph. So both solvers hold the
-whole graph: `graph.ppr_solver` moves the per-query time, not the memory at load.
-Calibrated on the three indexed graphs (peak RSS of a fresh process around
-`load_graph_index`, docs/scaling.md): the estimate is 1.18–1.24× the measured peak (2Wiki:
-644 MB estimated, 518 MB measured), on the safe side.
+temporaries (COO → CSR in float64, then the float32 copy kept). Local PPR adds a float64
+copy of the transposed transition and a workspace per thread at its first query; the
+exact solver allocates a few vectors of the graph's size per query, and nothing per graph.
+So both solvers hold the whole graph: `graph.ppr_solver` moves the per-query time, not the
+memory at load. Checked on the three indexed graphs (`benchmarks/bench_graph_memory.py`:
+peak RSS of a fresh process around `load_graph_index`): the estimate is 1.17–1.24× the
+measured peak (2Wiki: 644 MB estimated, 518 MB measured), on the safe side.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from r2adapter.store.graph_store import IndexVersion
 
 DEFAULT_SHARE = 0.8  # graph.load_memory_limit_gb 0: this share of the memory available
 # bytes per row held as Python objects during the load (tuples, ints, floats, strings and
-# the four edge lists), measured (module docstring)
+# the four edge lists): not measured one by one; with READ_PER_DIM they put the whole
+# estimate just above the measured peaks (module docstring)
 PY_PER_FACT = 330
 PY_PER_PASSAGE_EDGE = 250
 PY_PER_SYNONYM = 200
