@@ -141,11 +141,12 @@ class GraphParams:
     synonym_top_k: int = 100  # kNN neighbours considered per entity
     # synonym edges by the all-pairs pass (exact), through a pgvector HNSW index (hnsw), or
     # auto: HNSW above synonym_hnsw_above entities (index/synonyms_hnsw.py, issue 18). On 2
-    # cores HNSW took 4.0x all-pairs' time at 50k real entities and 1.7x at 100k (recall
-    # .9998, .9984; benchmarks/results/synonyms_growth.json): E log E against E², equal near
-    # 170k-200k. Every real corpus here (≤ 50k entities) keeps the exact pass
+    # cores HNSW took 4.0x all-pairs' time at 50k real embeddings, 1.7x at 100k and 0.58x
+    # at 160k (recall .9998, .9984, .9984; benchmarks/results/synonyms_growth*.json): the
+    # crossover lies at 130k-200k by the loads of the runs. Every real corpus here (≤ 50k
+    # entities) keeps the exact pass
     synonym_search: str = "auto"
-    synonym_hnsw_above: int = 200_000
+    synonym_hnsw_above: int = 150_000
     ppr_tol: float = 1e-6  # bound on the L1 error of the PPR vector (so also on max |error|)
     ppr_max_iter: int = 100
     # -- cost that grows slower than the corpus (issue 18) --
