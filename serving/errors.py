@@ -44,7 +44,7 @@ def error_response(
     status: int, error: str, field: str | None = None, reason: str | None = None
 ) -> JSONResponse:
     """The error as a response; 503/429 tell the client when to come back, and `reason`
-    (overload, upstream_timeout, dependency) labels the 503 in /metrics."""
+    (overload, upstream_timeout, dependency, resources) labels the 503 in /metrics."""
     headers = {}
     if status in (429, 503):
         headers["Retry-After"] = str(retry_after_s())

@@ -28,7 +28,7 @@ from anyio import to_thread
 from starlette.responses import JSONResponse
 
 from r2adapter.adr import AdrUnavailable
-from r2adapter.errors import DatabaseError, R2AError
+from r2adapter.errors import DatabaseError, R2AError, ResourceError
 from r2adapter.llm.base import LLMError
 from r2adapter.store.db import known_down
 from serving.admission import Gate, Overloaded
@@ -149,6 +149,8 @@ def error_for(e: BaseException) -> JSONResponse:
         return error_response(503, "the database is unavailable: retry later", reason="dependency")
     if isinstance(e, Unavailable | AdrUnavailable):  # the message names what builds it
         return error_response(503, str(e), reason="dependency")
+    if isinstance(e, ResourceError):  # the graph does not fit this server: not the client's
+        return error_response(503, str(e), reason="resources")
     if isinstance(e, R2AError):
         msg = str(e)
         if "is not indexed" in msg or "unreachable" in msg:

@@ -353,3 +353,9 @@ def test_error_mapping() -> None:
     status, body = one(DatabaseError("database error at postgresql://postgres:***@h:1/db: x"))
     assert status == 503 and "postgresql" not in json.dumps(body)
     assert one(ValueError("bug"))[0] == 500
+    from r2adapter.errors import R2AError, ResourceError
+
+    # a graph too large for this server is the server's problem, not the request's
+    status, body = one(ResourceError("graph 'x' needs ≈ 106.6 GB, over the limit of 16.0 GB"))
+    assert status == 503 and "106.6 GB" in str(body["error"])
+    assert one(R2AError("unknown retrieval mode 'x'"))[0] == 422
