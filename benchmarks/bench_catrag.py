@@ -157,10 +157,11 @@ def run_dataset(dataset: str, names: list[str], n: int | None) -> dict[str, Any]
             retrievers[name] = r
             continue
         if name in CROSS_FITTED:
+            from r2adapter.retrieve.catrag import similarity_retriever
             from r2adapter.retrieve.catrag_tiers import LearnedTiers
             from r2adapter.retrieve.catrag_train import cross_fitted
 
-            models = cross_fitted(dataset, params, progress=True)
+            models = cross_fitted(similarity_retriever(dataset, params), progress=True)
             fold_models[name] = {k: model.to_json() for k, model in models.items()}
             by_fold = {}
             for k, model in models.items():

@@ -368,10 +368,16 @@ def _evaluate_routing(args: argparse.Namespace) -> int:
 
 def _catrag(args: argparse.Namespace) -> int:
     """`r2a catrag train-tiers`: fit catrag's learned tier source on the training split."""
+    from r2adapter.config import graph_params
+    from r2adapter.retrieve.catrag import similarity_retriever
     from r2adapter.retrieve.catrag_tiers import FEATURES
-    from r2adapter.retrieve.catrag_train import train_tiers
+    from r2adapter.retrieve.catrag_train import train_tiers, training_queries
+    from r2adapter.store.graph_store import require_version
 
-    model, path = train_tiers(args.dataset, progress=not args.json)
+    training_queries(args.dataset)  # one line before the encoder loads: no labels,
+    require_version(args.dataset)  # or no index
+    retriever = similarity_retriever(args.dataset, graph_params())
+    model, path = train_tiers(retriever, progress=not args.json)
     r = {"dataset": args.dataset, "path": str(path), **model.to_json()}
     if _emit(args, r):
         return 0

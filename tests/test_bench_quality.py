@@ -66,6 +66,7 @@ def test_bench_quality_quick(pg_env: dict[str, str], tmp_path: Path) -> None:
     assert rv["openie"] == row["index"]["openie"] == "precomputed:bqsample_openie_gpt-4o-mini.json"
     assert rv["index_version"] == row["index"]["version"] and rv["n_queries"] == 1
     metrics = {"recall@2", "recall@5", "fcr@2", "fcr@5", "latency_ms_p50", "latency_ms_p95"}
+    metrics.add("answer_in_context@5")  # the sample's queries carry answers
     # graph strategies: where the PPR mass sits, and the solver's time
     structure = {"fallbacks", "hub_mass", "ppr_weighted_strength", "ppr_ms_p50", "ppr_ms_p95"}
     assert set(rv["modes"]) == {"dense", "graph", "catrag"}

@@ -16,14 +16,13 @@ import pytest
 from r2adapter.config import GraphParams, load_params, settings
 from r2adapter.errors import R2AError
 from r2adapter.retrieve.catrag import (
-    CatragMaps,
-    build_maps,
     check_ablations,
     edge_multipliers,
     edited_columns,
     similarity_tiers,
+    tier_source,
 )
-from r2adapter.retrieve.catrag_tiers import tier_source
+from r2adapter.retrieve.catrag_graph import CatragMaps, build_maps
 from r2adapter.retrieve.graph import phrase_seeds
 from r2adapter.retrieve.graph_index import (
     FACT_EDGE,

@@ -141,11 +141,11 @@ def test_train_tiers_caches_and_the_learned_source_loads_it(
     sample_index: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from r2adapter.retrieve import catrag_train
-    from r2adapter.retrieve.catrag import CatragRetriever
+    from r2adapter.retrieve.catrag import CatragRetriever, similarity_retriever
     from r2adapter.retrieve.catrag_tiers import LearnedTiers
 
     p = GraphParams(tier_source="learned")
-    model, path = catrag_train.train_tiers(sample_index, p)
+    model, path = catrag_train.train_tiers(similarity_retriever(sample_index, p))
     assert path.is_file() and path.parent.name == sample_index
     assert model.meta["queries"] == 1 and 0 < model.meta["positive_rate"] < 1
     assert TierModel.from_json(json.loads(path.read_text())).coef == model.coef

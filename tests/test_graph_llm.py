@@ -16,8 +16,9 @@ import pytest
 
 from r2adapter.config import GraphParams, settings
 from r2adapter.llm import OpenAICompatibleLLM
+from r2adapter.retrieve.catrag_llm import LLMTiers, parse_tiers
 from r2adapter.retrieve.catrag_tiers import TierQuery, Transitions, banded
-from r2adapter.retrieve.graph_llm import FactFilter, LLMTiers, parse_keep, parse_tiers
+from r2adapter.retrieve.graph_llm import FactFilter, parse_keep
 from tests.test_catrag import _tiny_graph
 from tests.test_llm_client import ChatServer, Reply
 
@@ -122,7 +123,7 @@ def test_a_slow_or_failing_judge_falls_back_within_the_budget(server: ChatServer
 
 @pytest.mark.unit
 def test_many_facts_are_summarised_by_the_closest(server: ChatServer) -> None:
-    from r2adapter.retrieve.graph_llm import neighbour_context
+    from r2adapter.retrieve.catrag_llm import neighbour_context
 
     g, _ = _graph()
     scores = np.array([0.1, 0.9, 0.5, 0.2])

@@ -22,22 +22,9 @@ import numpy as np
 
 from r2adapter.config import RouterParams, settings
 from r2adapter.label.annotate import LabelRecord
+from r2adapter.label.rules import N_FOLDS, fold_of, fold_roles
 
 log = logging.getLogger(__name__)
-
-N_FOLDS = 5
-
-
-def fold_of(query_id: str, n_folds: int = N_FOLDS) -> int:
-    return int(hashlib.sha1(f"cv:{query_id}".encode()).hexdigest()[:8], 16) % n_folds
-
-
-def fold_roles(fold: int, n_folds: int = N_FOLDS) -> dict[int, str]:
-    """fold → its role when `fold` is tested: test, val (the next one), train (the rest)."""
-    return {
-        f: "test" if f == fold else "val" if f == (fold + 1) % n_folds else "train"
-        for f in range(n_folds)
-    }
 
 
 def split_for_fold(

@@ -20,8 +20,8 @@ from r2adapter.evaluate.metrics import answer_in_context, full_chain, percentile
 from r2adapter.index.encoder import get_encoder
 from r2adapter.retrieve.base import Retriever
 from r2adapter.retrieve.strategies import GRAPH_STRATEGIES, check_strategies, make_retriever
-from r2adapter.store.db import connection
 from r2adapter.store.graph_store import require_version
+from r2adapter.store.queries import stored_queries
 
 DEPTH = 5
 
@@ -34,18 +34,6 @@ class RankedRun:
     ranked: dict[str, list[str]]
     latency_ms: dict[str, float]
     context: dict[str, str] = field(default_factory=dict)
-
-
-def stored_queries(dataset: str, complete_only: bool = True) -> list[Query]:
-    with connection() as conn:
-        rows = conn.execute(
-            "SELECT id, question, answers, gold_passage_ids, type, source, gold_complete"
-            " FROM queries WHERE dataset = %s"
-            + (" AND gold_complete" if complete_only else "")
-            + " ORDER BY id",
-            (dataset,),
-        ).fetchall()
-    return [Query(r[0], r[1], list(r[2]), list(r[3]), r[4], r[5], r[6]) for r in rows]
 
 
 def run_retriever(

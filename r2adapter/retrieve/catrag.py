@@ -45,13 +45,17 @@ from r2adapter.config import GraphParams
 from r2adapter.errors import R2AError
 from r2adapter.index.encoder import Encoder
 from r2adapter.index.openie import normalize_phrase
+from r2adapter.retrieve.catrag_graph import CatragMaps, catrag_maps, entity_embeddings
 from r2adapter.retrieve.catrag_tiers import (
+    LearnedTiers,
+    SimilarityTiers,
+    TierModel,
     TierQuery,
     TierSource,
-    Transitions,
     banded,
+    stage_one,
+    stage_one_kept,
     tier_multipliers,
-    tier_source,
 )
 from r2adapter.retrieve.graph import GraphRetriever, Seeding, run_ppr, seed_graph
 from r2adapter.retrieve.graph_index import GRAPHS, GraphCache, GraphIndex, Operator
@@ -66,87 +70,6 @@ def check_ablations(ablate: Iterable[str]) -> tuple[str, ...]:
         raise R2AError(
             f"unknown catrag ablation(s) {', '.join(unknown)}: choose from {', '.join(ABLATIONS)}"
         )
-    return out
-
-
-# ---- per index version: the maps the edits read ----------------------------------------
-
-
-@dataclass(frozen=True)
-class CatragMaps:
-    """Built once per index version: entity name → id, entity → facts, fact → passages."""
-
-    name_to_entity: dict[str, int]
-    ent_fact_ptr: np.ndarray  # CSR: facts of entity e are ent_fact_idx[ptr[e]:ptr[e+1]]
-    ent_fact_idx: np.ndarray
-    fact_pass_ptr: np.ndarray  # CSR: passage node ids of fact f
-    fact_pass_idx: np.ndarray
-
-    def facts_of(self, e: int) -> np.ndarray:
-        return self.ent_fact_idx[self.ent_fact_ptr[e] : self.ent_fact_ptr[e + 1]]
-
-    def passages_of(self, f: int) -> np.ndarray:
-        return self.fact_pass_idx[self.fact_pass_ptr[f] : self.fact_pass_ptr[f + 1]]
-
-
-def _csr(n: int, keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    order = np.argsort(keys, kind="stable")
-    ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(keys, minlength=n), out=ptr[1:])
-    return ptr, values[order].astype(np.int64)
-
-
-def build_maps(g: GraphIndex, fact_passages: list[tuple[int, str]]) -> CatragMaps:
-    """`fact_passages`: (fact id, passage id) rows of the index (graph_store)."""
-    n_f = len(g.fact_ends)
-    if n_f and not fact_passages:
-        v = g.version
-        raise R2AError(
-            f"index version {v.id} of '{v.dataset}' has no fact–passage rows, which catrag "
-            f"needs: rebuild it with `r2a index --dataset {v.dataset}`"
-        )
-    if n_f and not g.entity_names:
-        raise R2AError("this graph index holds no entity names, which catrag needs")
-    ends = g.fact_ends.reshape(-1, 2)
-    ent_keys = np.concatenate([ends[:, 0], ends[:, 1]]).astype(np.int64)
-    fact_ids = np.concatenate([np.arange(n_f), np.arange(n_f)]).astype(np.int64)
-    ent_ptr, ent_idx = _csr(g.n_entities, ent_keys, fact_ids)
-    pos = {pid: g.n_entities + i for i, pid in enumerate(g.passage_ids)}
-    rows = [(f, pos[p]) for f, p in fact_passages if p in pos and f < n_f]
-    fk = np.array([f for f, _ in rows], dtype=np.int64)
-    pv = np.array([p for _, p in rows], dtype=np.int64)
-    f_ptr, f_idx = _csr(n_f, fk, pv)
-    names = {name: i for i, name in enumerate(g.entity_names)}
-    return CatragMaps(names, ent_ptr, ent_idx, f_ptr, f_idx)
-
-
-def catrag_maps(g: GraphIndex) -> CatragMaps:
-    from r2adapter.store.graph_store import read_fact_passages
-
-    return g.cached("catrag_maps", lambda: build_maps(g, read_fact_passages(g.version.id)))
-
-
-def entity_embeddings(g: GraphIndex) -> np.ndarray:
-    """The index's entity embeddings (E × d, normalised), read once per version from the
-    embedding cache the index build wrote; a missing one names the index to rebuild."""
-
-    def load() -> np.ndarray:
-        from r2adapter.store.graph_store import cached_text_embeddings
-
-        have = cached_text_embeddings(g.version.encoder, "entity", g.entity_names)
-        missing = sum(name not in have for name in g.entity_names)
-        if missing:
-            v = g.version
-            raise R2AError(
-                f"{missing} entity embeddings of index version {v.id} of '{v.dataset}' are "
-                f"missing, which catrag's entity match needs: rebuild it with "
-                f"`r2a index --dataset {v.dataset}`"
-            )
-        if not g.entity_names:
-            return np.zeros((0, g.passage_emb.shape[1]), dtype=np.float32)
-        return np.stack([have[n] for n in g.entity_names]).astype(np.float32)
-
-    out: np.ndarray = g.cached("entity_embeddings", load)
     return out
 
 
@@ -187,27 +110,6 @@ def similarity_tiers(scores: np.ndarray, p: GraphParams) -> np.ndarray:
     return tier_multipliers(p)[banded(scores, p.similarity_bands)]
 
 
-def stage_one(
-    g: GraphIndex, maps: CatragMaps, seed: int, fact_scores: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Stage I's ranking: the seed's fact neighbours by their best joining fact's score,
-    best first (ties by id), as (neighbours, that fact, its score)."""
-    facts = maps.facts_of(seed)
-    ends = g.fact_ends[facts]
-    other = np.where(ends[:, 0] == seed, ends[:, 1], ends[:, 0])
-    score = fact_scores[facts]
-    keep = other != seed
-    other, score, facts = other[keep], score[keep], facts[keep]
-    if not len(other):
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, np.zeros(0)
-    order = np.lexsort((other, -score))  # best score first, ties by id
-    other, score, facts = other[order], score[order], facts[order]
-    _, first = np.unique(other, return_index=True)  # each neighbour at its best fact
-    first.sort()
-    return other[first], facts[first], score[first]
-
-
 def edge_multipliers(
     g: GraphIndex, maps: CatragMaps, seed: int, fact_scores: np.ndarray, p: GraphParams
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -217,32 +119,6 @@ def edge_multipliers(
     mult = np.full(len(nbrs), p.tier_pruned, dtype=np.float64)
     mult[: p.k_edge] = similarity_tiers(best[: p.k_edge], p)
     return nbrs, mult
-
-
-def stage_one_kept(
-    g: GraphIndex,
-    maps: CatragMaps,
-    weights: dict[int, float],
-    fact_scores: np.ndarray,
-    p: GraphParams,
-) -> tuple[Transitions, dict[int, np.ndarray]]:
-    """Stage I for the top `n_seed` seeds by reset weight: the transitions kept for
-    Stage II (each seed's first `k_edge` neighbours, seeds in that order) and each seed's
-    ranked neighbours (those with any)."""
-    chosen = sorted(weights, key=lambda e: -weights[e])[: p.n_seed]
-    ranked: dict[int, np.ndarray] = {}
-    parts: list[tuple[np.ndarray, ...]] = []
-    for u in chosen:
-        nbrs, facts, best = stage_one(g, maps, u, fact_scores)
-        if len(nbrs):
-            ranked[u] = nbrs
-            k = min(p.k_edge, len(nbrs))
-            parts.append((np.full(k, u, dtype=np.int64), nbrs[:k], facts[:k], best[:k]))
-    if not parts:
-        empty = np.zeros(0, dtype=np.int64)
-        return Transitions(empty, empty, empty, np.zeros(0)), ranked
-    cols = [np.concatenate(c) for c in zip(*parts, strict=True)]
-    return Transitions(*cols), ranked
 
 
 def keyfact_passages(maps: CatragMaps, g: GraphIndex, top: list[int]) -> dict[int, set[int]]:
@@ -466,3 +342,31 @@ class CatragRetriever(GraphRetriever):
             keyfact = keyfact_passages(maps, g, seeding.top)
         columns = edited_columns(g, op, edges, keyfact, p.keyfact_beta)
         return Adaptation(columns, anchors, anchor_ms)
+
+
+def tier_source(params: GraphParams, **options: Any) -> TierSource:
+    """The source graph.tier_source names; `options` go to its constructor (a learned
+    source's `model`, an LLM source's `llm`). A learned source without a model loads the
+    dataset's on first use, training it when missing (catrag_train.load_or_train)."""
+    if params.tier_source == "similarity":
+        return SimilarityTiers(params)
+    if params.tier_source == "learned":
+        from r2adapter.retrieve.catrag_train import load_or_train
+
+        def load(g: GraphIndex) -> TierModel:
+            return load_or_train(g, params, lambda: similarity_retriever(g.version.dataset, params))
+
+        return LearnedTiers(params, options.get("model"), load)
+    if params.tier_source == "llm":
+        from r2adapter.retrieve.catrag_llm import LLMTiers
+
+        return LLMTiers(params, options.get("llm"))
+    raise R2AError(
+        f"unknown graph.tier_source {params.tier_source!r}: choose similarity, learned or llm"
+    )
+
+
+def similarity_retriever(dataset: str, params: GraphParams) -> CatragRetriever:
+    """catrag with the similarity tiers: what the learned source is trained on (the
+    transitions Stage I keeps do not depend on the tier source)."""
+    return CatragRetriever(dataset, params=params, tiers=SimilarityTiers(params))

@@ -1,6 +1,7 @@
 """Stage II of CatRAG's query-aware edge weighting (CatRAG §3): the tier of each seed →
 neighbour transition that survived Stage I, and so its multiplier, from one of three
-sources behind one interface (`TierSource.multipliers`; `tier_source()` picks by name):
+sources behind one interface (`TierSource.multipliers`; catrag.py's `tier_source()` picks by
+name):
 
 - `similarity` (no LLM): bands (`similarity_bands`) over the normalised query score of the
   best fact joining seed and neighbour, which the graph search has computed already.
@@ -9,7 +10,7 @@ sources behind one interface (`TierSource.multipliers`; `tier_source()` picks by
   (r2adapter/retrieve/catrag_train.py); its probability falls in bands calibrated on the
   training transitions so that each tier takes there the share the similarity bands give
   it (the same number of edits, ranked by the scorer instead of the fact score).
-- `llm` (the paper's judge): r2adapter/retrieve/graph_llm.py.
+- `llm` (the paper's judge): r2adapter/retrieve/catrag_llm.py.
 
 Every source returns one multiplier per transition (`tier_multipliers(p)[tier]`); a source
 that cannot answer for a query (an LLM timeout) answers with the similarity tiers and
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -28,6 +30,7 @@ import numpy as np
 from r2adapter.config import GraphParams
 from r2adapter.errors import R2AError
 from r2adapter.index.openie import normalize_phrase
+from r2adapter.retrieve.catrag_graph import CatragMaps, entity_embeddings
 from r2adapter.retrieve.graph_index import GraphIndex, Operator
 
 TIERS = ("irrelevant", "weak", "high", "direct")  # index = tier, weakest first
@@ -107,6 +110,56 @@ class SimilarityTiers(TierSource):
 # ---- learned ------------------------------------------------------------------------------
 
 
+# ---- Stage I: what Stage II judges ----------------------------------------------------
+
+
+def stage_one(
+    g: GraphIndex, maps: CatragMaps, seed: int, fact_scores: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Stage I's ranking: the seed's fact neighbours by their best joining fact's score,
+    best first (ties by id), as (neighbours, that fact, its score)."""
+    facts = maps.facts_of(seed)
+    ends = g.fact_ends[facts]
+    other = np.where(ends[:, 0] == seed, ends[:, 1], ends[:, 0])
+    score = fact_scores[facts]
+    keep = other != seed
+    other, score, facts = other[keep], score[keep], facts[keep]
+    if not len(other):
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, np.zeros(0)
+    order = np.lexsort((other, -score))  # best score first, ties by id
+    other, score, facts = other[order], score[order], facts[order]
+    _, first = np.unique(other, return_index=True)  # each neighbour at its best fact
+    first.sort()
+    return other[first], facts[first], score[first]
+
+
+def stage_one_kept(
+    g: GraphIndex,
+    maps: CatragMaps,
+    weights: dict[int, float],
+    fact_scores: np.ndarray,
+    p: GraphParams,
+) -> tuple[Transitions, dict[int, np.ndarray]]:
+    """Stage I for the top `n_seed` seeds by reset weight: the transitions kept for
+    Stage II (each seed's first `k_edge` neighbours, seeds in that order) and each seed's
+    ranked neighbours (those with any)."""
+    chosen = sorted(weights, key=lambda e: -weights[e])[: p.n_seed]
+    ranked: dict[int, np.ndarray] = {}
+    parts: list[tuple[np.ndarray, ...]] = []
+    for u in chosen:
+        nbrs, facts, best = stage_one(g, maps, u, fact_scores)
+        if len(nbrs):
+            ranked[u] = nbrs
+            k = min(p.k_edge, len(nbrs))
+            parts.append((np.full(k, u, dtype=np.int64), nbrs[:k], facts[:k], best[:k]))
+    if not parts:
+        empty = np.zeros(0, dtype=np.int64)
+        return Transitions(empty, empty, empty, np.zeros(0)), ranked
+    cols = [np.concatenate(c) for c in zip(*parts, strict=True)]
+    return Transitions(*cols), ranked
+
+
 def title_entities(g: GraphIndex) -> np.ndarray:
     """Per passage, the phrase node its title names (normalised exact match), else −1."""
 
@@ -124,8 +177,6 @@ def features(q: TierQuery, t: Transitions) -> np.ndarray:
     """(n, 4) in FEATURES' order: the best joining fact's normalised query score, the
     cosine of query and neighbour name, log(1 + the neighbour's weighted degree), and
     whether the neighbour is the title of one of the dense top 5 passages."""
-    from r2adapter.retrieve.catrag import entity_embeddings
-
     g = q.g
     emb = entity_embeddings(g)
     sim_nbr = emb[t.nbrs] @ q.qvec.astype(np.float32)
@@ -209,48 +260,39 @@ def fit_tiers(x: np.ndarray, y: np.ndarray, reference: np.ndarray, c: float = 1.
 
 
 class LearnedTiers(TierSource):
-    """`model`: a fitted TierModel; None: the dataset's, trained on first use and cached
-    (catrag_train.load_or_train)."""
+    """`model`: a fitted TierModel; else `load(g)` gives the dataset's on first use (the
+    factory in catrag.py passes catrag_train.load_or_train: cached, trained when missing)."""
 
     name = "learned"
 
-    def __init__(self, params: GraphParams, model: TierModel | None = None) -> None:
+    def __init__(
+        self,
+        params: GraphParams,
+        model: TierModel | None = None,
+        load: Callable[[GraphIndex], TierModel] | None = None,
+    ) -> None:
         super().__init__(params)
         self.model = model
+        self.load = load
         self._lock = threading.Lock()  # concurrent first queries train once
 
     def warmup(self, g: GraphIndex) -> None:
-        from r2adapter.retrieve.catrag import entity_embeddings
-
         entity_embeddings(g)
         title_entities(g)
         self.model_for(g)
 
     def model_for(self, g: GraphIndex) -> TierModel:
         if self.model is None:
-            from r2adapter.retrieve.catrag_train import load_or_train
-
+            if self.load is None:
+                raise R2AError(
+                    "catrag's learned tiers have no model: train one with "
+                    f"`r2a catrag train-tiers --dataset {g.version.dataset}`"
+                )
             with self._lock:
                 if self.model is None:
-                    self.model = load_or_train(g, self.params)
+                    self.model = self.load(g)
         return self.model
 
     def tiers(self, q: TierQuery, t: Transitions) -> np.ndarray:
         model = self.model_for(q.g)
         return banded(model.proba(features(q, t)), model.bands)
-
-
-def tier_source(params: GraphParams, **options: Any) -> TierSource:
-    """The source graph.tier_source names; `options` go to its constructor (a learned
-    source's `model`, an LLM source's `llm`)."""
-    if params.tier_source == "similarity":
-        return SimilarityTiers(params)
-    if params.tier_source == "learned":
-        return LearnedTiers(params, options.get("model"))
-    if params.tier_source == "llm":
-        from r2adapter.retrieve.graph_llm import LLMTiers
-
-        return LLMTiers(params, options.get("llm"))
-    raise R2AError(
-        f"unknown graph.tier_source {params.tier_source!r}: choose similarity, learned or llm"
-    )

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,12 +27,14 @@ import numpy as np
 from r2adapter.config import GraphParams, label_params, settings
 from r2adapter.data.schema import Query
 from r2adapter.errors import R2AError
+from r2adapter.retrieve.catrag_graph import catrag_maps
 from r2adapter.retrieve.catrag_tiers import (
     TierModel,
     TierQuery,
     banded,
     features,
     fit_tiers,
+    stage_one_kept,
 )
 from r2adapter.retrieve.graph import seed_graph
 from r2adapter.retrieve.graph_index import GraphIndex
@@ -96,8 +98,6 @@ def collect_rows(
     gives none."""
     from tqdm import tqdm
 
-    from r2adapter.retrieve.catrag import catrag_maps, stage_one_kept
-
     g = retriever.cache.get(retriever.dataset)
     p = retriever.params
     op = g.operator(*retriever.scales)
@@ -135,8 +135,8 @@ def collect_rows(
 
 def training_queries(dataset: str) -> list[Query]:
     """The dataset's stored queries in the training split that name a gold passage."""
-    from r2adapter.evaluate.retrieval import stored_queries
     from r2adapter.label.rules import split_of
+    from r2adapter.store.queries import stored_queries
 
     split = label_params().split
     out = [
@@ -165,19 +165,13 @@ def model_path(g: GraphIndex, p: GraphParams, queries: Sequence[Query]) -> Path:
     return settings().root / ".cache" / "catrag" / v.dataset / f"tiers-v{v.id}-{digest[:16]}.json"
 
 
-def train_tiers(
-    dataset: str, params: GraphParams | None = None, progress: bool = False
-) -> tuple[TierModel, Path]:
-    """Fit the learned tier source on the training split and save it (atomically)."""
-    from r2adapter.config import graph_params
-    from r2adapter.retrieve.catrag import CatragRetriever
-    from r2adapter.retrieve.catrag_tiers import SimilarityTiers
-
+def train_tiers(retriever: CatragRetriever, progress: bool = False) -> tuple[TierModel, Path]:
+    """Fit the learned tier source on the training split of `retriever`'s dataset (catrag
+    with the similarity tiers, catrag.similarity_retriever) and save it (atomically)."""
+    dataset, p = retriever.dataset, retriever.params
     queries = training_queries(dataset)
-    p = params or graph_params()
-    r = CatragRetriever(dataset, params=p, tiers=SimilarityTiers(p))
-    g = r.cache.get(dataset)
-    rows = collect_rows(r, queries, progress)
+    g = retriever.cache.get(dataset)
+    rows = collect_rows(retriever, queries, progress)
     model = fit_tiers(rows.x, rows.y, rows.reference)
     meta = {
         **model.meta,
@@ -185,7 +179,7 @@ def train_tiers(
         "index_version": g.version.id,
     }
     model = TierModel(model.mean, model.scale, model.coef, model.intercept, model.bands, meta)
-    path = model_path(g, r.params, queries)
+    path = model_path(g, p, queries)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(model.to_json(), indent=1))
@@ -193,9 +187,11 @@ def train_tiers(
     return model, path
 
 
-def load_or_train(g: GraphIndex, p: GraphParams) -> TierModel:
+def load_or_train(
+    g: GraphIndex, p: GraphParams, retriever: Callable[[], CatragRetriever]
+) -> TierModel:
     """The dataset's cached tier model for this index version and these parameters,
-    trained now when missing."""
+    trained now when missing (on `retriever()`, catrag with the similarity tiers)."""
     path = model_path(g, p, training_queries(g.version.dataset))
     if path.is_file():
         try:
@@ -208,24 +204,23 @@ def load_or_train(g: GraphIndex, p: GraphParams) -> TierModel:
         g.version.dataset,
         path,
     )
-    model, _ = train_tiers(g.version.dataset, p)
+    model, _ = train_tiers(retriever())
     return model
 
 
 def cross_fitted(
-    dataset: str, params: GraphParams, n_folds: int = 5, progress: bool = False
+    retriever: CatragRetriever, n_folds: int = 5, progress: bool = False
 ) -> dict[int, TierModel]:
     """fold → a tier model fitted on every stored query with gold outside that fold
-    (`fold_of`, the k-fold split by query id): scoring fold k's queries with model k
-    measures the learned source out of fold."""
-    from r2adapter.evaluate.folds import fold_of
-    from r2adapter.evaluate.retrieval import stored_queries
-    from r2adapter.retrieve.catrag import CatragRetriever
-    from r2adapter.retrieve.catrag_tiers import SimilarityTiers
+    (`fold_of`, the k-fold split by query id), on `retriever` (catrag with the similarity
+    tiers): scoring fold k's queries with model k measures the learned source out of fold."""
+    from r2adapter.label.rules import fold_of
+    from r2adapter.store.queries import stored_queries
 
-    queries = [q for q in stored_queries(dataset, complete_only=False) if q.gold_passage_ids]
-    r = CatragRetriever(dataset, params=params, tiers=SimilarityTiers(params))
-    rows = collect_rows(r, queries, progress)
+    queries = [
+        q for q in stored_queries(retriever.dataset, complete_only=False) if q.gold_passage_ids
+    ]
+    rows = collect_rows(retriever, queries, progress)
     fold = np.array([fold_of(str(q), n_folds) for q in rows.query_ids])
     out: dict[int, TierModel] = {}
     for k in range(n_folds):

@@ -21,6 +21,7 @@ from r2adapter.retrieve.ppr import (
     personalized_pagerank,
     ppr_edited,
     ppr_local,
+    ppr_solver,
 )
 from r2adapter.retrieve.topk import top_k_stable
 from r2adapter.store.graph_store import passages_by_id
@@ -97,13 +98,6 @@ def seed_passages(reset: np.ndarray, g: GraphIndex, qvec: np.ndarray, p: GraphPa
     else:
         reset[g.n_entities :] = minmax(scores) * p.passage_node_weight
     return scores
-
-
-def ppr_solver(p: GraphParams, n_nodes: int) -> str:
-    """`local` or `exact`: graph.ppr_solver, `auto` by the graph's size."""
-    if p.ppr_solver != "auto":
-        return p.ppr_solver
-    return "local" if n_nodes > p.ppr_local_above_nodes else "exact"
 
 
 def run_ppr(

@@ -127,7 +127,7 @@ def memory_limit(p: GraphParams) -> tuple[int | None, str]:
 
 def check_graph_memory(version: IndexVersion, p: GraphParams) -> None:
     """Refuse, in one line, a graph whose load would exceed the limit."""
-    from r2adapter.retrieve.graph import ppr_solver  # graph.py imports the loader
+    from r2adapter.retrieve.ppr import ppr_solver
 
     size = GraphSize.of(version)
     solver = ppr_solver(p, size.nodes)

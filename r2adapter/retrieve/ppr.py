@@ -18,12 +18,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 from r2adapter.retrieve.ppr_local import ForwardPush
+
+if TYPE_CHECKING:
+    from r2adapter.config import GraphParams
 
 # reverse Cuthill–McKee only up to this many nodes: scipy's ordering grows about
 # quadratically (synthetic graphs of 2Wiki's shape: 0.5 s at 86k nodes, 4.5 s at 171k, 11 s
@@ -294,3 +298,10 @@ def ppr_local(
             keep = col > 0  # a pruned edge (its weight × 0) leaves the column
             replace[u] = (uniq[keep].astype(np.int64), col[keep])
     return push.solve(seeds, reset[seeds], damping, r_max, replace=replace).dense(t.n)
+
+
+def ppr_solver(p: GraphParams, n_nodes: int) -> str:
+    """`local` or `exact`: graph.ppr_solver, `auto` by the graph's size."""
+    if p.ppr_solver != "auto":
+        return p.ppr_solver
+    return "local" if n_nodes > p.ppr_local_above_nodes else "exact"
