@@ -91,7 +91,7 @@ class ServingState:
             if self.champion is None or self.champion.version != str(v.version):
                 router, version = load_router(self.kind, "champion")
                 # eq. 7's ε follows the rewriter: a structural rewrite is nearly free
-                router.epsilon = trigger_epsilon(self.rewriter().backend, router.epsilon)
+                router.epsilon = trigger_epsilon(self.rewriter_backend(), router.epsilon)
                 with self._lock:
                     self.dataset_tag = v.tags.get("dataset")
                     router.bind(self.dataset)  # the corpus its features are read from
@@ -208,6 +208,19 @@ class ServingState:
             )
             self._adapter_key = key
         return self._adapter
+
+    def rewriter_backend(self) -> str:
+        """The rewriter's backend, without building it (an LLM endpoint configured wrongly
+        must not keep the champion from loading: the rewrite falls back when it runs)."""
+        if self._rewriter is not None:
+            return str(self._rewriter.backend)
+        from r2adapter.llm.base import LLMError
+        from r2adapter.rewrite.rewriter import default_backend
+
+        try:
+            return default_backend()
+        except LLMError:
+            return "llm"
 
     def rewriter(self) -> Any:
         if self._rewriter is None:

@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from tests.conftest import ROOT, serving, train_champion
+from tests.conftest import ROOT, run_cli, serving, train_champion
 
 KEY = "test-key-123"
 Q = {"query": "Who is the father of the director of the film?", "mode": "dense", "top_k": 2}
@@ -63,6 +63,17 @@ def svc(
         "R2A_LLM_BASE_URL": f"http://127.0.0.1:{llm.server_address[1]}/v1",
         "R2A_LLM_MODEL": "slow",
     }
+    # every mode the schema offers is served: ADR's hypergraph (a no-op where another test
+    # built it) and its classifier's champion, beside the two-way champion
+    adr = (
+        ["index", "--dataset", mini_indexed, "--openie", "precomputed", "--adr"],
+        ["adr", "label", "--dataset", mini_indexed],
+        ["train", "--dataset", "musmini", "--router", "adr"],
+        ["promote", "--router", "adr"],
+    )
+    for args in adr:
+        r = run_cli(args, env, timeout=900)
+        assert r.returncode == 0, (args, r.stderr[-2000:])
     train_champion(mini_indexed, env)
     log = tmp / "serve.log"
     with serving(env, log) as url:
