@@ -6,7 +6,6 @@ split than the champion."""
 from __future__ import annotations
 
 import json
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -71,7 +70,6 @@ def train_and_register_kway(dataset: str, p: KwayParams | None = None) -> dict[s
 
     from r2adapter.kway.cascade import Costs
     from r2adapter.kway.model import fit_kway
-    from r2adapter.registry.models import client
     from r2adapter.registry.tracking import mlflow_setup
 
     t0 = time.perf_counter()
@@ -96,24 +94,10 @@ def train_and_register_kway(dataset: str, p: KwayParams | None = None) -> dict[s
             mlflow.log_metrics({"val_recall": r, "val_mean_ms": ms}, step=step)
         test = test_figures(router, d)
         mlflow.log_metrics({f"test_{k}": v for k, v in test.items()})
-        with tempfile.TemporaryDirectory() as tmp:
-            folder = Path(tmp) / "router"
-            router.save(folder)
-            from r2adapter.kway.pyfunc import KwayModel
+        from r2adapter.kway.pyfunc import KwayModel
+        from r2adapter.registry.models import register_candidate
 
-            info = mlflow.pyfunc.log_model(
-                name="router",
-                python_model=KwayModel(),
-                artifacts={"router": str(folder)},
-                registered_model_name=MODEL,
-                pip_requirements=[],
-            )
-        version = str(info.registered_model_version)
-    c = client()
-    c.set_registered_model_alias(MODEL, "candidate", version)
-    c.set_model_version_tag(MODEL, version, "dataset", dataset)
-    for k, v in test.items():
-        c.set_model_version_tag(MODEL, version, k, f"{v:.6f}")
+        version = register_candidate(MODEL, KwayModel(), router.save, dataset, test)
     return {
         "router": "kway",
         "version": version,
@@ -127,12 +111,9 @@ def train_and_register_kway(dataset: str, p: KwayParams | None = None) -> dict[s
 
 
 def _version(alias: str) -> Any | None:
-    from r2adapter.registry.models import client
+    from r2adapter.registry.models import version_by_alias
 
-    try:
-        return client().get_model_version_by_alias(MODEL, alias)
-    except Exception:
-        return None
+    return version_by_alias(MODEL, alias)
 
 
 def load_kway(alias: str = "champion") -> tuple[Any, str]:
@@ -160,14 +141,9 @@ def gate(cand: dict[str, float], champ: dict[str, float]) -> tuple[bool, list[st
 
 
 def promote_kway(dataset: str | None = None) -> dict[str, Any]:
-    from r2adapter.registry.models import client
+    from r2adapter.registry.models import candidate_of, client
 
-    cand_v = _version("candidate")
-    if cand_v is None:
-        raise R2AError(f"no candidate for {MODEL}: run `r2a train --router kway` first")
-    dataset = dataset or cand_v.tags.get("dataset")
-    if not dataset:
-        raise R2AError("the candidate has no dataset tag: pass --dataset")
+    cand_v, dataset = candidate_of(MODEL, dataset, "r2a train --router kway")
     champ_v = _version("champion")
     cand, _ = load_kway("candidate")
     p = kway_params(strategies=cand.cfg.strategies, features=cand.cfg.features, route=())

@@ -8,11 +8,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from r2adapter.config import label_params, router_params
-from r2adapter.errors import R2AError
 from r2adapter.evaluate.metrics import metric_key
 from r2adapter.evaluate.routing import routing_metrics
 from r2adapter.label.annotate import db_labels
-from r2adapter.registry.models import Gate, alias_version, client, load_router, model_name
+from r2adapter.registry.models import (
+    Gate,
+    alias_version,
+    candidate_of,
+    client,
+    load_router,
+    model_name,
+)
 
 
 @dataclass
@@ -52,12 +58,7 @@ def promote(
     kind: str = "r2a", dataset: str | None = None, gate: Gate | None = None
 ) -> PromoteResult:
     gate = gate or Gate(max_graph_usage=router_params().max_graph_usage)
-    cand_v = alias_version(kind, "candidate")
-    if cand_v is None:
-        raise R2AError(f"no candidate for {model_name(kind)}: run `r2a train` first")
-    dataset = dataset or cand_v.tags.get("dataset")
-    if not dataset:
-        raise R2AError("the candidate has no dataset tag: pass --dataset")
+    cand_v, dataset = candidate_of(model_name(kind), dataset, "r2a train")
     rule = cand_v.tags.get("label_rule", label_params().rule)
     test = db_labels(dataset, rule, "test")
     questions = [r.question for r in test]
