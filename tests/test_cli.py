@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from r2adapter.demo import free_port
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.integration  # the embedded Postgres
@@ -46,7 +47,8 @@ def test_db_down_stops_and_up_restarts(pg_env: dict[str, str], tmp_path: Path) -
     env = {
         **pg_env,
         "R2A_PGDATA": str(tmp_path / "pg2"),
-        "R2A_PG_PORT": str(int(pg_env["R2A_PG_PORT"]) + 1),
+        # a port of its own: the main server's port + 1 may be some client's ephemeral port
+        "R2A_PG_PORT": str(free_port()),
     }
     assert run_cli(["db", "up"], env).returncode == 0
     assert run_cli(["db", "status"], env).stdout.startswith("running")

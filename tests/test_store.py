@@ -93,3 +93,18 @@ def test_database_down_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv("R2A_DATABASE_URL")
         settings.cache_clear()
         close_pool()
+
+
+def test_start_failure_names_the_fatal_line(tmp_path: Path) -> None:
+    from r2adapter.store.embedded import _start_failure
+
+    log = tmp_path / "log"
+    log.write_text(
+        "LOG:  starting PostgreSQL 16\n"
+        "FATAL:  could not create any TCP/IP sockets\n"
+        "LOG:  database system is shut down\n"
+    )
+    assert _start_failure(log, "") == "FATAL:  could not create any TCP/IP sockets"
+    log.write_text("LOG:  only this\n")
+    assert _start_failure(log, "x") == "LOG:  only this"
+    assert _start_failure(tmp_path / "none", "pg_ctl: no server") == "pg_ctl: no server"

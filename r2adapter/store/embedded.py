@@ -223,11 +223,18 @@ def up() -> Status:
         timeout=90,
     )
     if res.returncode != 0:
-        log = (pgdata / "log").read_text(errors="replace").strip().splitlines()
-        raise DatabaseError(f"Postgres did not start: {log[-1] if log else res.stderr.strip()}")
+        raise DatabaseError(f"Postgres did not start: {_start_failure(pgdata / 'log', res.stderr)}")
     _require_password(pgdata, port)
     _ensure_database(port)
     return status()
+
+
+def _start_failure(log_file: Path, stderr: str) -> str:
+    """The line of the server log that says why it stopped: its last FATAL or PANIC (the
+    last line is only "database system is shut down"), else the last line, else stderr."""
+    lines = log_file.read_text(errors="replace").strip().splitlines() if log_file.is_file() else []
+    fatal = [x for x in lines if "FATAL:" in x or "PANIC:" in x]
+    return (fatal or lines or [stderr.strip() or "no log"])[-1]
 
 
 def _trusting(pgdata: Path) -> bool:
