@@ -426,6 +426,9 @@ class RouterParams:
 KWAY_FEATURES = ("query_embedding", "title_cover", "dense_scores")  # r2adapter/kway/features.py
 
 
+TRANSFERS = ("plugin", "shift")  # kway.transfer
+
+
 @dataclass(frozen=True)
 class KwayParams:
     """The cost-aware router over every strategy (params.yaml `kway:`): the strategy table
@@ -462,6 +465,11 @@ class KwayParams:
     search_rounds: int = 3  # coordinate-ascent passes over the strategies' thresholds
     shared_threshold: bool = False  # one τ for every head instead of one per strategy
     seed: int = 13
+    # a corpus the router was not trained on (`--protocol all`), without labels: `plugin`
+    # prices the strategies at their own ms on that corpus's questions and re-searches the
+    # thresholds with the heads' suitabilities standing in for recall; `shift` moves every
+    # threshold by one δ, pricing at the training corpus's ms
+    transfer: str = "plugin"
 
     def routed(self) -> KwayParams:
         """These parameters with `strategies` the ones the router chooses among."""
@@ -484,6 +492,10 @@ class KwayParams:
         for name in ("budget", "confidence", "alpha"):
             v = getattr(self, name)
             _need(0.0 <= v <= 1.0, f"kway.{name} must be in [0, 1], not {v}")
+        _need(
+            self.transfer in TRANSFERS,
+            f"kway.transfer: {self.transfer!r} is not one of {', '.join(TRANSFERS)}",
+        )
         _need(self.max_passages >= 1, f"kway.max_passages must be ≥ 1, not {self.max_passages}")
         _need(
             0 < self.tau_step and 0.0 <= self.tau_min <= self.tau_max <= 1.0,
@@ -520,6 +532,10 @@ class AdrParams:
     # embedding: eq. 2 as written (nearest to the question's embedding); lexical: first the
     # entities the question names (word n-grams, longest first), then eq. 2 to fill k_e
     anchor: str = "lexical"
+    # which entities may anchor (eq. 2, named or nearest): specific (not a phrase of spaCy
+    # stop words only, in at most `max_entity_insights` insights: the Leiden step's own hub
+    # limit) | none (every phrase node: "of", "film", "director" too)
+    anchor_filter: str = "specific"
     k_d: int = 3  # ADR eq. 6: deep insight edges matched top-down
     # eq. 6's similarity of an edge: member (its best member insight's, through the insight
     # vertices' HNSW: 2Wiki complex R@5 .28 -> .58 on 287 queries) | narrative (its
@@ -561,6 +577,10 @@ class AdrParams:
         _need(
             self.anchor in ("embedding", "lexical"),
             f"adr.anchor must be embedding or lexical, not {self.anchor!r}",
+        )
+        _need(
+            self.anchor_filter in ("specific", "none"),
+            f"adr.anchor_filter must be specific or none, not {self.anchor_filter!r}",
         )
         _need(
             self.objective in ("CPM", "modularity"),

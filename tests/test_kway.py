@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -137,6 +138,49 @@ def test_the_heads_learn_a_planted_signal_and_survive_save_load(tmp_path: Path) 
     assert np.allclose(again.probs(x[te]), router.probs(x[te]))
     with pytest.raises(R2AError, match="not a saved k-way router"):
         KwayRouter.load(tmp_path / "missing")
+
+
+@pytest.mark.unit
+def test_transfer_prices_the_strategies_at_the_new_corpus_own_ms() -> None:
+    """Trained where graph (50 ms) was 5× dense (10 ms); on the new corpus graph costs 12 ms
+    and the dearest strategy 30 ms. `plugin` orders and caps by the new prices, so the
+    cheap graph takes the queries its head likes within the cap; `shift`, pricing at the
+    old corpus's ms, cannot see that graph is now cheap."""
+    from r2adapter.kway.evaluate import calibrate_kway
+    from r2adapter.kway.model import KwayConfig
+
+    rng = np.random.default_rng(3)
+    n, d = 200, 2
+    x = rng.normal(size=(n, d))
+    cfg = KwayConfig(
+        strategies=("dense@5", "graph@5", "catrag@5"),
+        mean_ms=(10.0, 50.0, 60.0),
+        mean_passages=(5.0, 5.0, 5.0),
+        mean_recall=(0.6, 0.8, 0.8),
+        thresholds=(0.75, 0.75, 0.75),
+        fallback="graph@5",
+        features=("query_embedding",),
+        budget=0.4,
+        max_passages=5.0,
+        confidence=0.75,
+    )
+    # dense's head likes x0 > 0, graph's likes every query a little more than catrag's
+    w = np.array([[4.0, 1.0, 0.5], [0.0, 0.0, 0.0]])
+    heads = {"w": w, "b": np.array([0.0, 0.5, 0.0]), "mean": np.zeros(d), "std": np.ones(d)}
+    router = KwayRouter(cfg, heads)
+    new_ms, ps = np.array([10.0, 12.0, 30.0]), np.array([5.0, 5.0, 5.0])
+    notes: list[str] = []
+    p = kway_params(strategies=cfg.strategies, route=(), budget=0.4)
+    plug = calibrate_kway(router, x, 0.4, p, notes, new_ms, ps)
+    assert "plug-in" in notes[-1]
+    ch = choose(plug.probs(x), plug.tau, plug.order, plug.fallback_ix)
+    assert new_ms[ch].mean() <= cost_cap(new_ms, 0.4) + 1e-9  # 18 ms
+    assert (ch == 1).mean() > 0.3 and (ch == 2).mean() < 0.2  # the cheap graph is used
+    assert plug.cfg.mean_ms == (10.0, 12.0, 30.0)
+    shifted = calibrate_kway(router, x, 0.4, replace(p, transfer="shift"), notes, new_ms, ps)
+    assert "shifted" in notes[-1] and shifted.cfg.mean_ms == cfg.mean_ms
+    with pytest.raises(R2AError, match="kway.transfer"):
+        kway_params(transfer="nope").check()
 
 
 @pytest.mark.unit

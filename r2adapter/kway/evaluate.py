@@ -27,7 +27,7 @@ import numpy as np
 from r2adapter.config import KwayParams, kway_params, router_params
 from r2adapter.errors import R2AError
 from r2adapter.evaluate.folds import N_FOLDS, fold_of, fold_roles
-from r2adapter.kway.cascade import Costs, choose, cost_cap
+from r2adapter.kway.cascade import Costs, choose, cost_cap, tune_thresholds
 from r2adapter.kway.labels import StrategyLabel, outcome_matrix, read_strategy_labels
 from r2adapter.kway.model import KwayRouter, fit_kway
 from r2adapter.kway.strategies import Strategy, strategy_table
@@ -305,11 +305,23 @@ def kway_report(
     else:
         mk_all = _columns(m_all, kway_cols)
         kr = _served_kway(dataset, p, protocol, x_all, mk_all, splits, tk, notes)
+        served = kr
         if protocol == "all":
-            kr = calibrate_kway(kr, x, p.budget if budget is None else budget, p, notes)
+            # the routed strategies' prices on this corpus: timings, not labels
+            b = p.budget if budget is None else budget
+            prices = (mk["ms"].mean(axis=0), mk["passages"].mean(axis=0))
+            kr = calibrate_kway(served, x, b, p, notes, *prices)
         kr.bind(dataset, _graphs())
         lat = _time_kway(kr, labels, qv)
         choice_k = choose(kr.probs(x), kr.tau, kr.order, kr.fallback_ix)
+        if protocol == "all" and ablate:
+            # the other transfer rule on the same queries (kway.transfer)
+            other = "shift" if p.transfer == "plugin" else "plugin"
+            alt = calibrate_kway(served, x, b, replace(p, transfer=other), [], *prices)
+            ch = np.array(
+                [kway_cols[c] for c in choose(alt.probs(x), alt.tau, alt.order, alt.fallback_ix)]
+            )
+            ablation[f"transfer_{other}"] = router_figures(ch, lat, m, table)
     choice = np.array([kway_cols[c] for c in choice_k])
     routers["kway"] = router_figures(choice, lat, m, table)
     chosen["kway"] = choice
@@ -378,22 +390,56 @@ def _served_kway(dataset, p, protocol, x, mk, splits, tk, notes) -> KwayRouter:
 
 
 def calibrate_kway(
-    router: KwayRouter, x: np.ndarray, budget: float, p: KwayParams, notes: list[str]
+    router: KwayRouter,
+    x: np.ndarray,
+    budget: float,
+    p: KwayParams,
+    notes: list[str],
+    mean_ms: np.ndarray | None = None,
+    mean_passages: np.ndarray | None = None,
 ) -> KwayRouter:
-    """Label-free: every threshold shifted by one δ until the corpus's own questions, priced
-    at the strategies' mean costs the router was trained with, meet the cost budget (the
-    largest expected cost within it; the passage budget too)."""
+    """Label-free transfer to a corpus the router was not trained on (`kway.transfer`).
+
+    `plugin` (with `mean_ms`, the routed strategies' mean ms timed on this corpus's own
+    questions, which needs no gold): the cascade is ordered and the budget's cap set by
+    those prices, and the thresholds re-searched (the training search, `tune_thresholds`)
+    with the heads' suitabilities standing in for the recall no label gives. `shift` (or no
+    prices): every threshold moved by one δ until the questions, priced at the training
+    corpus's mean ms, meet the budget (the largest expected cost within it)."""
     probs = router.probs(x)
-    mean_ms = np.asarray(router.cfg.mean_ms)
+    if p.transfer == "plugin" and mean_ms is not None:
+        ms = np.asarray(mean_ms, dtype=np.float64)
+        ps = (
+            np.asarray(router.cfg.mean_passages)
+            if mean_passages is None
+            else np.asarray(mean_passages, dtype=np.float64)
+        )
+        priced = router.with_costs(ms, ps)
+        n = len(probs)
+        plug = Costs(probs, np.tile(ms, (n, 1)), np.tile(ps, (n, 1)))
+        cap = cost_cap(ms, budget)
+        tau, _, ok = tune_thresholds(probs, plug, priced.order, priced.fallback_ix, cap, p)
+        if ok:
+            notes.append(
+                f"kway: thresholds re-searched on this corpus's own ms (label-free plug-in, "
+                f"budget {budget}: cap {cap:.1f} ms)"
+            )
+            return priced.with_thresholds(tau)
+        notes.append("kway: the plug-in search found no thresholds within the budget; shifting")
+    mean_ms_train = np.asarray(router.cfg.mean_ms)
     mean_ps = np.asarray(router.cfg.mean_passages)
-    cap = cost_cap(mean_ms, budget)
+    cap = cost_cap(mean_ms_train, budget)
     best: tuple[float, float] | None = None
     for delta in np.round(np.arange(-0.9, 0.91, 0.02), 4):
         tau = np.clip(router.tau + delta, 0.0, 1.0)
         ch = choose(probs, tau, router.order, router.fallback_ix)
-        ms, ps = float(mean_ms[ch].mean()), float(mean_ps[ch].mean())
-        if ms <= cap + 1e-9 and ps <= p.max_passages + 1e-9 and (best is None or ms > best[1]):
-            best = (float(delta), ms)
+        cost, passages = float(mean_ms_train[ch].mean()), float(mean_ps[ch].mean())
+        if (
+            cost <= cap + 1e-9
+            and passages <= p.max_passages + 1e-9
+            and (best is None or cost > best[1])
+        ):
+            best = (float(delta), cost)
     if best is None:
         notes.append("kway: no threshold shift meets the budget; the trained thresholds kept")
         return router

@@ -97,6 +97,18 @@ class KwayRouter:
         r._features = self._features
         return r
 
+    def with_costs(self, mean_ms: np.ndarray, mean_passages: np.ndarray) -> KwayRouter:
+        """The same heads and thresholds priced at other mean costs (another corpus's): the
+        cascade's order follows them."""
+        cfg = replace(
+            self.cfg,
+            mean_ms=tuple(float(v) for v in mean_ms),
+            mean_passages=tuple(float(v) for v in mean_passages),
+        )
+        r = KwayRouter(cfg, {"w": self.w, "b": self.b, "mean": self.mean, "std": self.std})
+        r._features = self._features
+        return r
+
     def save(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "config.json").write_text(json.dumps(asdict(self.cfg), indent=2))
