@@ -185,6 +185,10 @@ def test_adr_params_are_checked() -> None:
         adr_params(gamma=1.5)
     with pytest.raises(R2AError, match="min_hyperedge"):
         adr_params(min_hyperedge=2)
+    assert adr_params().anchor_filter == "specific"  # params.yaml's and the default
+    assert adr_params(anchor_filter="none").anchor_filter == "none"
+    with pytest.raises(R2AError, match="anchor_filter must be specific or none"):
+        adr_params(anchor_filter="stopwords")
 
 
 class _ScriptedLLM:

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from r2adapter.adr import operators as ops_mod
-from r2adapter.adr.operators import AdrIndex, AdrOperators
+from r2adapter.adr.operators import NEAR_POOL, AdrIndex, AdrOperators, specific_entities
 from r2adapter.adr.router import AdrRouter, SoftmaxHead
 from r2adapter.config import adr_params
 
@@ -47,6 +47,7 @@ def _index() -> AdrIndex:
         edge_members=[[0], [1]], edge_shown=[[0], [1]], narratives=["N0", "N1"],
         narrative_tokens=np.array([10, 20]), narrative_emb=np.stack([_unit(1, 0), _unit(0, 1)]),
         passage_tokens={"p1": 100, "p2": 100, "p3": 100},
+        entity_specific=np.ones(len(names), dtype=bool),
     )  # fmt: skip
 
 
@@ -85,6 +86,45 @@ def test_the_budgets_bound_the_context_only_when_set(ops) -> None:
     ops.ix.entity_hyperedges[0] = [0, 1]  # a also in hyperedge 1: two edges above
     m = ops.run("moderate", q)
     assert m.insights == ["N0"]  # the one most query-similar of the two
+
+
+def test_a_specific_entity_is_neither_function_words_nor_a_hub() -> None:
+    names = ["of", "the first", "film", "ann lee", "of oslo", "1977", ""]
+    insights = [1, 1, 103, 2, 3, 50, 0]
+    # stop words only: out; "film" in 103 > 50 insights: a hub, out; 50 insights: in
+    assert specific_entities(names, insights, 50).tolist() == [
+        False, False, False, True, True, True, False,
+    ]  # fmt: skip
+    # the same limit as the Leiden step's hubs: 0 leaves no entity that is in an insight
+    assert specific_entities(["ann lee", "bob"], [1, 0], 0).tolist() == [False, True]
+
+
+def test_only_specific_entities_anchor_named_or_nearest(ops, monkeypatch) -> None:
+    """With `anchor_filter: specific` an unspecific entity (here c, in both hyperedges)
+    anchors neither as named in the question nor as a nearest one, whose pool is
+    NEAR_POOL × k_e deep so that k_e remain; `none` keeps the old anchors and E_sub."""
+    asked: list[int] = []
+
+    def nearest(conn, table, version, dim, qvec, k):  # type: ignore[no-untyped-def]
+        asked.append(k)
+        return [(2, 0.9), (3, 0.8), (0, 0.7), (5, 0.6)][:k]
+
+    monkeypatch.setattr(ops_mod.store, "nearest", nearest)
+    ops.ix.entity_specific = np.array([True, True, False, True, True, True])
+    q = _unit(1, 0)
+    old = {}
+    for flt in ("none", "specific"):
+        ops.p = replace(ops.p, anchor="lexical", k_e=1, anchor_filter=flt)
+        asked.clear()
+        old[flt] = (ops.run("simple", q, "did c meet d?"), ops.run("simple", q, ""), asked[:])
+    named, near, pools = old["none"]
+    # none: c, named first, anchors; E_sub its facts and those of hyperedges 0 and 1
+    assert named.anchors == ["c"] and near.anchors == ["c"] and pools == [1, 1]
+    assert named.facts == ["a r b", "b r c", "c r d"] and named.tokens == 9
+    named, near, pools = old["specific"]
+    # specific: d, the next named one, and the nearest specific one; E_sub hyperedge 1 only
+    assert named.anchors == ["d"] and near.anchors == ["d"] and pools == [NEAR_POOL] * 2
+    assert named.facts == ["c r d"] and named.tokens == 3
 
 
 def test_the_saved_router_round_trips(tmp_path: Path) -> None:

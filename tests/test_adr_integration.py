@@ -5,6 +5,7 @@ rows, and the bad inputs (no hypergraph, a failed write)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -86,8 +87,21 @@ def _operators(name: str) -> None:
         ).fetchall()
     emb = np.stack([as_array(e) for _, e in rows])
     ids = np.array([i for i, _ in rows])
-    exact = ids[np.argsort(-(emb @ qvec))[: p.k_e]]
-    assert set(simple.anchors) == {ops.ix.entity_names[i] for i in exact}
+    exact = ids[np.argsort(-(emb @ qvec))]
+    names = ops.ix.entity_names
+    # anchor_filter specific (the default): the k_e nearest specific entities
+    assert p.anchor_filter == "specific"
+    spec = [i for i in exact if ops.ix.entity_specific[i]][: p.k_e]
+    assert set(simple.anchors) == {names[i] for i in spec}
+    # none: the old anchors, the k_e nearest phrase nodes of any kind
+    every = AdrOperators(name, replace(p, anchor_filter="none"))
+    assert set(every.run("simple", qvec).anchors) == {names[i] for i in exact[: p.k_e]}
+    # the hub limit is the Leiden step's: at 0, no entity in an insight anchors
+    none_in_insights = AdrOperators(name, replace(p, max_entity_insights=0))
+    ix0 = none_in_insights.ix
+    anchors0 = none_in_insights.run("simple", qvec, q).anchors
+    assert anchors0 and all(not ix0.entity_hyperedges[ix0.entity_id[a]] for a in anchors0)
+    assert ix0.entity_specific.sum() < ops.ix.entity_specific.sum()
     assert simple.insights == [] and 1 <= len(complex_.insights) <= p.k_d
     assert not p.max_up_edges or len(moderate.insights) <= p.max_up_edges
     assert moderate.facts == simple.facts  # moderate keeps the simple context

@@ -37,6 +37,9 @@ from r2adapter.index.openie import normalize_phrase
 from r2adapter.store.db import connection
 
 OPERATORS = ("simple", "moderate", "complex")  # ADR's classes y = 1, 2, 3, in cost order
+# `specific`: the entities nearest the query are fetched this many times k_e deep, so that
+# k_e anchors remain once the unspecific ones are left out
+NEAR_POOL = 4
 
 
 def check_operator(name: str) -> str:
@@ -85,6 +88,28 @@ class AdrIndex:
     narrative_tokens: np.ndarray
     narrative_emb: np.ndarray
     passage_tokens: dict[str, int]
+    # the specific entities (`specific_entities`): with `anchor_filter: specific` only they
+    # anchor a query (eq. 2)
+    entity_specific: np.ndarray
+
+
+def specific_entities(
+    names: list[str], insights: list[int] | np.ndarray, max_entity_insights: int
+) -> np.ndarray:
+    """Which entities are specific, in the paper's sense of an entity (a named thing an LLM
+    would extract): a phrase node is not when every word of its name is a function word
+    (spaCy's STOP_WORDS: "of", "the", "first") or when it is a hub, in more than
+    `max_entity_insights` insights (higher-order hyperedges): the same limit by which the
+    Leiden step (hypergraph.insight_links) lets such an entity link no insights ("film" on
+    2Wiki: 103 insights)."""
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    out = np.ones(len(names), dtype=bool)
+    for e, (name, n) in enumerate(zip(names, insights, strict=True)):
+        words = name.split()
+        out[e] = bool(words) and not all(w in STOP_WORDS for w in words)
+        out[e] &= int(n) <= max_entity_insights
+    return out
 
 
 def load_adr_index(dataset: str, p: AdrParams | None = None) -> AdrIndex:
@@ -136,6 +161,7 @@ def load_adr_index(dataset: str, p: AdrParams | None = None) -> AdrIndex:
         vertex_edge[members] = eid
         shown.append(narrative_members(members, rows.insight_tokens.tolist(), p.narrative_tokens))
     ptok = count([f"{t}\n{x}" for _, t, x in passages])
+    specific = specific_entities(names, [len(h) for h in entity_hyperedges], p.max_entity_insights)
     return AdrIndex(
         version.id,
         version.dim,
@@ -157,6 +183,7 @@ def load_adr_index(dataset: str, p: AdrParams | None = None) -> AdrIndex:
         rows.narrative_tokens,
         rows.narrative_emb,
         {pid: n for (pid, _, _), n in zip(passages, ptok, strict=True)},
+        specific,
     )
 
 
@@ -216,14 +243,19 @@ class AdrOperators:
         """Eq. 2–3: the k_e anchor entities and the pairwise factual edges touching them
         (ranked by the query; they rank the passages). `embedding` (eq. 2 as written): the
         k_e nearest the query's embedding. `lexical`: first the entities the query names
-        (longest first), then the nearest to fill k_e."""
+        (longest first), then the nearest to fill k_e. With `anchor_filter: specific` only
+        specific entities anchor (`specific_entities`), named or nearest."""
         named: list[tuple[int, float]] = []
         if self.p.anchor == "lexical" and query:
             named = [(e, 1.0) for e in self._named(query)]
+        specific = self.p.anchor_filter == "specific"
+        pool = self.p.k_e * (NEAR_POOL if specific else 1)
         with connection() as conn:
             near = store.nearest(
-                conn, "adr_entity_embeddings", self.ix.version, self.ix.dim, qvec, self.p.k_e
+                conn, "adr_entity_embeddings", self.ix.version, self.ix.dim, qvec, pool
             )
+        if specific:
+            near = [(e, s) for e, s in near if self.ix.entity_specific[e]]
         taken = {e for e, _ in named}
         anchors = (named + [(e, s) for e, s in near if e not in taken])[: self.p.k_e]
         sub = {f for e, _ in anchors for f in self.ix.entity_facts[e]}
@@ -248,14 +280,18 @@ class AdrOperators:
 
     def _named(self, query: str, longest: int = 8) -> list[int]:
         """Entities whose name the query holds as a word n-gram, longest first; an n-gram
-        inside one already matched adds nothing."""
+        inside one already matched adds nothing. An unspecific entity is not matched (its
+        words stay free for the n-grams inside it)."""
         words = normalize_phrase(query).split()
         covered = [False] * len(words)
         found: list[int] = []
+        specific = self.p.anchor_filter == "specific"
         for n in range(min(longest, len(words)), 0, -1):
             for i in range(len(words) - n + 1):
                 e = self.ix.entity_id.get(" ".join(words[i : i + n]))
-                if e is None or all(covered[i : i + n]) or e in found:
+                if e is None or (specific and not self.ix.entity_specific[e]):
+                    continue
+                if all(covered[i : i + n]) or e in found:
                     continue
                 found.append(e)
                 covered[i : i + n] = [True] * n
