@@ -133,7 +133,7 @@ def main() -> None:
     try:
         adr = read_adr_labels(args.dataset)
         table = strategy_table(STRATEGIES)
-        strat = read_strategy_labels(args.dataset, kway_params(strategies=STRATEGIES))
+        strat = read_strategy_labels(args.dataset, kway_params(strategies=STRATEGIES, route=()))
     except R2AError as e:
         die(str(e))
     ids = {lab.query_id for lab in strat} & {lab.query_id for lab in adr}
