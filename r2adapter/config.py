@@ -470,6 +470,10 @@ class KwayParams:
     # thresholds with the heads' suitabilities standing in for recall; `shift` moves every
     # threshold by one δ, pricing at the training corpus's ms
     transfer: str = "plugin"
+    # no head confident: `best`, the best single strategy within the passage budget;
+    # `affordable`, the best one whose mean ms is also within the cost cap; `searched`,
+    # whichever of the two the validation search scores higher (with the thresholds)
+    fallback: str = "searched"
 
     def routed(self) -> KwayParams:
         """These parameters with `strategies` the ones the router chooses among."""
@@ -492,6 +496,10 @@ class KwayParams:
         for name in ("budget", "confidence", "alpha"):
             v = getattr(self, name)
             _need(0.0 <= v <= 1.0, f"kway.{name} must be in [0, 1], not {v}")
+        _need(
+            self.fallback in ("best", "affordable", "searched"),
+            f"kway.fallback: {self.fallback!r} is not best, affordable or searched",
+        )
         _need(
             self.transfer in TRANSFERS,
             f"kway.transfer: {self.transfer!r} is not one of {', '.join(TRANSFERS)}",

@@ -87,6 +87,16 @@ def test_the_cascade_takes_the_cheapest_confident_head_else_the_fallback() -> No
     assert choose(probs, tau, order, fallback=1).tolist() == [0, 1, 1]
     assert choose(probs, np.array([0.95, 0.5, 0.05]), order, fallback=0).tolist() == [2, 2, 2]
     assert fallback_index(np.array([0.5, 0.9, 0.8]), np.array([5, 8, 5]), 5.0) == 2
+    # within a 30 ms cap as well, the best affordable one; none affordable: the cheapest
+    rec, ps, ms = np.array([0.5, 0.7, 0.8]), np.array([5, 5, 5]), np.array([10.0, 25.0, 50.0])
+    assert fallback_index(rec, ps, 5.0) == 2
+    assert fallback_index(rec, ps, 5.0, ms, 30.0) == 1
+    assert fallback_index(rec, ps, 5.0, ms, 5.0) == 0
+    from r2adapter.kway.model import fallback_candidates
+
+    for rule, want in (("best", [2]), ("affordable", [1]), ("searched", [2, 1])):
+        p = kway_params(strategies=("dense@5", "graph@5", "catrag@5"), route=(), fallback=rule)
+        assert fallback_candidates(rec, ps, ms, 30.0, p) == want
     assert cost_cap(np.array([10.0, 30.0, 50.0]), 0.5) == 30.0
 
 

@@ -36,9 +36,20 @@ def cost_cap(mean_ms: np.ndarray, budget: float) -> float:
     return lo + budget * (hi - lo)
 
 
-def fallback_index(mean_recall: np.ndarray, mean_passages: np.ndarray, max_passages: float) -> int:
-    """The best single strategy within the passage budget (any, when none fits)."""
+def fallback_index(
+    mean_recall: np.ndarray,
+    mean_passages: np.ndarray,
+    max_passages: float,
+    mean_ms: np.ndarray | None = None,
+    cap_ms: float | None = None,
+) -> int:
+    """The best single strategy within the passage budget (any, when none fits); given
+    `mean_ms` and `cap_ms`, within the cost cap too (the cheapest, when none fits)."""
     fits = mean_passages <= max_passages + 1e-9
+    if mean_ms is not None and cap_ms is not None:
+        fits &= mean_ms <= cap_ms + 1e-9
+        if not fits.any():
+            return int(np.argmin(mean_ms))
     pool = np.where(fits)[0] if fits.any() else np.arange(len(mean_recall))
     return int(pool[np.argmax(mean_recall[pool])])
 

@@ -131,6 +131,18 @@ class KwayRouter:
         return cls(cfg, heads)
 
 
+def fallback_candidates(
+    mean_recall: np.ndarray, mean_ps: np.ndarray, mean_ms: np.ndarray, cap: float, p: KwayParams
+) -> list[int]:
+    """The fallbacks `kway.fallback` allows: `best`, the best single strategy within the
+    passage budget (ADR's conservative choice); `affordable`, the best one within the cost
+    cap too; `searched`, both, the validation search picking one."""
+    best = fallback_index(mean_recall, mean_ps, p.max_passages)
+    affordable = fallback_index(mean_recall, mean_ps, p.max_passages, mean_ms, cap)
+    pick = {"best": [best], "affordable": [affordable], "searched": [best, affordable]}
+    return list(dict.fromkeys(pick[p.fallback]))
+
+
 def focal_bce(logits: Any, y: Any, alpha: float, gamma: float) -> Any:
     """R²Adapter eq. 2 per head, averaged over heads and queries."""
     import torch
@@ -179,10 +191,10 @@ def fit_kway(
     mean_ps = train.passages.mean(axis=0)
     mean_recall = train.recall.mean(axis=0)
     order = np.argsort(mean_ms, kind="stable")
-    fb = fallback_index(mean_recall, mean_ps, p.max_passages)
     cap = cost_cap(mean_ms, p.budget)
+    fallbacks = fallback_candidates(mean_recall, mean_ps, mean_ms, cap, p)
     hist = FitHistory([], [], [], [], 0)
-    best: tuple[float, np.ndarray, np.ndarray, np.ndarray] | None = None
+    best: tuple[float, np.ndarray, np.ndarray, np.ndarray, int] | None = None
     for step in range(1, p.epochs + 1):
         opt.zero_grad()
         loss = focal_bce(lin(xt), yt, p.alpha, p.gamma)
@@ -194,17 +206,23 @@ def fit_kway(
             w = lin.weight.detach().numpy().T.astype(np.float64)
             b = lin.bias.detach().numpy().astype(np.float64)
         probs = 1.0 / (1.0 + np.exp(-(xv @ w + b)))
-        tau, score, ok = tune_thresholds(probs, val, order, fb, cap, p)
+        step_best: tuple[float, np.ndarray, bool, int] | None = None
+        for fb in fallbacks:  # the fallback is searched with τ, on the validation queries
+            tau, score, ok = tune_thresholds(probs, val, order, fb, cap, p)
+            if step_best is None or score > step_best[0] + 1e-12:
+                step_best = (score, tau, ok, fb)
+        assert step_best is not None
+        score, tau, ok, fb = step_best
         r, ms, _ = outcome(choose(probs, tau, order, fb), val)
         hist.steps.append(step)
         hist.val_recall.append(r)
         hist.val_ms.append(ms)
         hist.feasible.append(ok)
         if best is None or score > best[0] + 1e-12:
-            best = (score, w, b, tau)
+            best = (score, w, b, tau, fb)
             hist.best_step = step
     assert best is not None
-    _, w, b, tau = best
+    _, w, b, tau, fb = best
     cfg = KwayConfig(
         tuple(strategies),
         tuple(float(v) for v in mean_ms),
