@@ -6,7 +6,9 @@ ADR labels on exactly the report's queries.
 - cv5: the head is trained out of fold (r2adapter/evaluate/folds.py `fold_of`): in fold k
   on every other fold, scored on fold k.
 - test: trained on the train and val splits, scored on the test split.
-- all: needs a head trained on another corpus; not built: the frozen operators only, noted.
+- all: the registered champion (`r2a-router-adr@champion`, trained on its own corpus, the
+  one the service routes with) decides on this corpus's queries at its own γ; without a
+  champion, or one that reads another encoder's embedding, the frozen operators only, noted.
 
 A router's `mean_ms` is the operator's (query embedding included, as labelled) plus the
 head's own measured latency, one query at a time on one BLAS thread.
@@ -16,35 +18,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from r2adapter.adr.labels import AdrLabel, read_adr_labels
+from r2adapter.adr.labels import AdrLabel, figures, read_adr_labels
 from r2adapter.adr.operators import OPERATORS
 from r2adapter.adr.router import Decision, SoftmaxHead, decide, fallback_share, fit_head
 from r2adapter.config import AdrParams, adr_params
 from r2adapter.errors import R2AError
 from r2adapter.evaluate.folds import N_FOLDS, fold_of
 
-
-def figures(labels: Sequence[AdrLabel], chosen: Sequence[str], route_ms: np.ndarray,
-            share_of: Sequence[str] | None = None) -> dict[str, Any]:  # fmt: skip
-    """The routing report's fields for operator `chosen[i]` on query i; `share_of[i]` is
-    what the share counts (the class, or `fallback`)."""
-    outs = [lab.outcomes[c] for lab, c in zip(labels, chosen, strict=True)]
-    keys = list(share_of if share_of is not None else chosen)
-    share = {k: keys.count(k) / len(keys) for k in dict.fromkeys(keys)}
-    return {
-        "recall": float(np.mean([o.recall for o in outs])),
-        "fcr": float(np.mean([o.full for o in outs])),
-        "mean_passages": float(np.mean([len(o.passages) for o in outs])),
-        "mean_tokens": float(np.mean([o.tokens for o in outs])),
-        "mean_ms": float(np.mean([o.ms for o in outs]) + np.mean(route_ms)),
-        "graph_usage": 1.0,  # every operator walks the hypergraph
-        "share": share,
-        "latency_ms_p50": float(np.median(route_ms)),
-    }
+__all__ = ["adr_routers", "figures", "merge_adr_rows", "out_of_fold"]
 
 
 def _time_head(head: SoftmaxHead, x: np.ndarray, gamma: float) -> np.ndarray:
@@ -118,6 +104,7 @@ def adr_routers(
     x = get_encoder().encode([lab.question for lab in labels])
     if protocol == "cv5":
         probs, head = out_of_fold(labels, x, p)
+        how = "out of fold"
     elif protocol == "test":
         held = set(query_ids)
         train = [lab for lab in by_id.values() if lab.split != "test" and lab.query_id not in held]
@@ -126,12 +113,14 @@ def adr_routers(
         xt = get_encoder().encode([lab.question for lab in train])
         head = fit_head(xt, [lab.label for lab in train], p.classifier_c, p.seed)
         probs = head.probs(x)
+        how = "trained on train+val"
     else:
-        notes.append(
-            f"adr: protocol {protocol} needs a head trained on another corpus (not built): "
-            "the frozen operators only"
-        )
-        return rows, notes
+        served = _champion_head(dataset, notes)
+        if served is None:
+            return rows, notes
+        head, gamma, how = served
+        p = replace(p, gamma=gamma)
+        probs = head.probs(x)
     ds: list[Decision] = decide(probs, p.gamma)
     route_ms = _time_head(head, x, p.gamma)
     rows["adr"] = figures(
@@ -147,9 +136,33 @@ def adr_routers(
     notes.append(
         "adr: fallback share to moderate by γ: "
         + ", ".join(f"γ {g} {s:.2f}" for g, s in by_gamma.items())
-        + f" (head {'out of fold' if protocol == 'cv5' else 'trained on train+val'})"
+        + f" (head {how})"
     )
     return rows, notes
+
+
+def _champion_head(dataset: str, notes: list[str]) -> tuple[SoftmaxHead, float, str] | None:
+    """`--protocol all`: the registered champion's head, γ and a description; None (and a
+    note) without a champion or when it reads another encoder's embedding."""
+    from r2adapter.adr.registry import load_adr
+    from r2adapter.index.encoder import get_encoder
+
+    try:
+        router, version = load_adr("champion")
+    except R2AError as e:
+        notes.append(f"adr: protocol all routes with the registered champion: {e}")
+        return None
+    name = get_encoder().name
+    if router.encoder != name:
+        notes.append(
+            f"adr: the champion v{version} reads {router.encoder}'s embedding, not {name}'s: "
+            "the frozen operators only"
+        )
+        return None
+    where = f"trained on {router.dataset}" if router.dataset else "its corpus unrecorded"
+    if router.dataset == dataset:
+        where += ", this corpus: not a transfer"
+    return router.head, router.gamma, f"the registered champion v{version}, {where}"
 
 
 def merge_adr_rows(

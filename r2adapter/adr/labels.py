@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from tqdm import tqdm
 
 from r2adapter.adr.operators import OPERATORS, AdrOperators
@@ -175,3 +176,22 @@ def write_labels(dataset: str) -> dict[str, Any]:
     path = adr_label_path(name)
     md5 = export_adr_labels(path, labels)
     return {"dataset": name, "path": str(path), "md5": md5, **summary(labels)}
+
+
+def figures(labels: Sequence[AdrLabel], chosen: Sequence[str], route_ms: np.ndarray,
+            share_of: Sequence[str] | None = None) -> dict[str, Any]:  # fmt: skip
+    """The routing report's fields for operator `chosen[i]` on query i; `share_of[i]` is
+    what the share counts (the class, or `fallback`)."""
+    outs = [lab.outcomes[c] for lab, c in zip(labels, chosen, strict=True)]
+    keys = list(share_of if share_of is not None else chosen)
+    share = {k: keys.count(k) / len(keys) for k in dict.fromkeys(keys)}
+    return {
+        "recall": float(np.mean([o.recall for o in outs])),
+        "fcr": float(np.mean([o.full for o in outs])),
+        "mean_passages": float(np.mean([len(o.passages) for o in outs])),
+        "mean_tokens": float(np.mean([o.tokens for o in outs])),
+        "mean_ms": float(np.mean([o.ms for o in outs]) + np.mean(route_ms)),
+        "graph_usage": 1.0,  # every operator walks the hypergraph
+        "share": share,
+        "latency_ms_p50": float(np.median(route_ms)),
+    }

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from r2adapter.adr.labels import AdrLabel, adr_label_path, read_adr_labels
+from r2adapter.adr.labels import AdrLabel, adr_label_path, figures, read_adr_labels
 from r2adapter.adr.router import AdrRouter, fit_head
 from r2adapter.config import AdrParams, adr_params
 from r2adapter.errors import R2AError
@@ -28,8 +28,6 @@ MODEL = "r2a-router-adr"
 def test_figures(router: AdrRouter, labels: list[AdrLabel], x: np.ndarray) -> dict[str, float]:
     """Recall, FCR, passages, context tokens and ms of the router's operators on the test
     split (the labels' ms: the operator's, query embedding included)."""
-    from r2adapter.adr.evaluate import figures
-
     te = [i for i, lab in enumerate(labels) if lab.split == "test"]
     if not te:
         return {}

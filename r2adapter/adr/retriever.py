@@ -5,10 +5,18 @@ the operator's ranked passages (at most `adr.max_passages`, or `k` when smaller)
 
 The hypergraph is read on the first query, once per dataset and index version for every
 ADR strategy of the process; a dataset without one is an AdrUnavailable naming the command
-that builds it (the service answers 503, the CLI one line and exit 1)."""
+that builds it (the service answers 503, the CLI one line and exit 1).
+
+The champion classifier is read on the first `adr` query and then follows promotions as the
+service's R²Adapter champion does (serving/state.py): a thread re-reads the alias every
+R2A_CHAMPION_POLL_S seconds (10 by default) and, when its version changed, loads the new
+one while the old one serves; `refresh_champion()` does the same at once (the service's
+POST /reload can call it). A registry error or a removed alias keeps the model served."""
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 from typing import TYPE_CHECKING
 
@@ -21,9 +29,13 @@ if TYPE_CHECKING:
     from r2adapter.adr.router import AdrRouter
     from r2adapter.index.encoder import Encoder
 
+log = logging.getLogger(__name__)
 _LOCK = threading.Lock()
+_LOADING = threading.Lock()  # one champion load at a time (the first query's, or the poll's)
 _OPERATORS: dict[str, AdrOperators] = {}  # dataset → the loaded hypergraph's operators
-_ROUTER: dict[str, tuple[AdrRouter, str]] = {}  # "champion" → (router, version), read once
+_ROUTER: dict[str, tuple[AdrRouter, str]] = {}  # "champion" → (router, version)
+# "champion" → the thread following promotions and the event that stops it
+_POLL: dict[str, tuple[threading.Thread, threading.Event]] = {}
 
 
 def operators(dataset: str) -> AdrOperators:
@@ -38,13 +50,82 @@ def operators(dataset: str) -> AdrOperators:
     return ops
 
 
+def poll_seconds() -> float:
+    """R2A_CHAMPION_POLL_S, as the service polls the R²Adapter champion (10 s by default)."""
+    return float(os.environ.get("R2A_CHAMPION_POLL_S", "10"))
+
+
 def champion() -> tuple[AdrRouter, str]:
+    """The champion classifier and its version: read on the first call (none registered: an
+    AdrUnavailable naming the commands), then kept current by the poll thread."""
     from r2adapter.adr.registry import load_adr
 
     with _LOCK:
-        if "champion" not in _ROUTER:
-            _ROUTER["champion"] = load_adr("champion")
-        return _ROUTER["champion"]
+        served = _ROUTER.get("champion")
+    if served is not None:
+        return served
+    with _LOADING:
+        with _LOCK:
+            served = _ROUTER.get("champion")
+        if served is None:
+            served = load_adr("champion")
+            with _LOCK:
+                _ROUTER["champion"] = served
+    _start_poll()
+    return served
+
+
+def refresh_champion() -> str | None:
+    """Re-read the champion alias now; when its version differs from the one served, load
+    the new one (the old one serves until it is loaded). Returns the version served (None:
+    none loaded yet, and none registered). A registry error or a removed alias keeps what
+    is served, logged."""
+    from r2adapter.adr.registry import MODEL, load_adr
+    from r2adapter.registry.models import version_by_alias
+
+    with _LOCK:
+        served = _ROUTER.get("champion")
+    current = served[1] if served else None
+    try:
+        v = version_by_alias(MODEL, "champion")
+        if v is None or str(v.version) == current:
+            return current
+        with _LOADING:
+            router, version = load_adr("champion")
+            with _LOCK:
+                _ROUTER["champion"] = (router, version)
+        log.info("adr: serving %s v%s (was v%s)", MODEL, version, current)
+        return version
+    except Exception as e:  # the registry unreachable: keep serving the model we have
+        log.warning("adr: champion not re-read (%s: %s); v%s serves", type(e).__name__, e, current)
+        return current
+
+
+def _start_poll() -> None:
+    every = poll_seconds()
+    with _LOCK:
+        if "champion" in _POLL or every <= 0:  # R2A_CHAMPION_POLL_S=0: no polling
+            return
+        stop = threading.Event()
+        t = threading.Thread(
+            target=_poll, args=(every, stop), name="adr-champion-poll", daemon=True
+        )
+        _POLL["champion"] = (t, stop)
+    t.start()
+
+
+def stop_poll() -> None:
+    """Stop following promotions (the next champion() starts again)."""
+    with _LOCK:
+        polling = _POLL.pop("champion", None)
+    if polling is not None:
+        polling[1].set()
+        polling[0].join()
+
+
+def _poll(every: float, stop: threading.Event) -> None:
+    while not stop.wait(every):
+        refresh_champion()
 
 
 class AdrRetriever(Retriever):
