@@ -194,6 +194,25 @@ def test_transfer_prices_the_strategies_at_the_new_corpus_own_ms() -> None:
 
 
 @pytest.mark.unit
+def test_budgeted_oracle_spends_the_budget_where_it_pays() -> None:
+    """Two queries, cheap (10 ms, recall 0 / 1) and dear (30 ms, recall 1 / 1): within a mean
+    of 20 ms the oracle sends only the first query to the dear strategy (recall 1); within
+    10 ms it cannot (recall .5); the fixed strategies' best mix reaches .75 at 20 ms."""
+    from r2adapter.kway.evaluate import budgeted_oracle
+
+    m = {
+        "recall": np.array([[0.0, 1.0], [1.0, 1.0]]),
+        "ms": np.array([[10.0, 30.0], [10.0, 30.0]]),
+        "passages": np.full((2, 2), 3.0),
+    }
+    got, ch = budgeted_oracle(m, 20.0, 3.5)
+    assert got == pytest.approx(1.0) and ch.tolist() == [1, 0]
+    assert budgeted_oracle(m, 10.0, 3.5)[0] == pytest.approx(0.5)
+    assert budgeted_oracle(m, 10.0, 2.0)[0] == float("-inf")  # no choice fits 2 passages
+    assert mixture_ceiling(m, [0, 1], 20.0, 3.5)[0] == pytest.approx(0.75)
+
+
+@pytest.mark.unit
 def test_a_label_file_from_before_the_strategy_table_asks_for_a_relabel(
     tmp_path: Path,
 ) -> None:
@@ -303,6 +322,9 @@ def test_cv5_report_names_every_router_and_strategy(kway_env: dict[str, str]) ->
     assert set(routers["oracle_routed"]["share"]) <= set(rep["strategies"])
     assert "routing_every_strategy" in rep["ablation"]
     assert len(rep["frontier"]) == 11 and "all" in rep["ablation"]
+    shot = rep["ablation"]["moonshot"]  # the moonshot's point, measured with its ceilings
+    assert shot["target"]["recall"] == pytest.approx(routers["always_graph@5"]["recall"])
+    assert shot["target"]["mean_passages"] == 3.5 and "budgeted_oracle_recall" in shot
     assert (Path(kway_env["R2A_HOME"]) / "benchmarks/results/kway_musmini_cv5.png").is_file()
 
 

@@ -302,6 +302,7 @@ def kway_report(
                 ch_all, _, _ = _oof_kway(x, ma, folds, [table[j] for j in cols], pa, dataset)
                 picked = np.array([cols[c] for c in ch_all])
                 ablation["routing_every_strategy"] = router_figures(picked, lat, m, table)
+            ablation["moonshot"] = _moonshot(x, m, folds, table, every, dataset, lat)
     else:
         mk_all = _columns(m_all, kway_cols)
         kr = _served_kway(dataset, p, protocol, x_all, mk_all, splits, tk, notes)
@@ -478,6 +479,60 @@ def _oracle(m: dict[str, np.ndarray], table: Sequence[Strategy], cols: Sequence[
     for i in range(len(best)):
         out[i] = next(j for j in order if m["recall"][i, j] >= best[i] - 1e-9)
     return out
+
+
+MOONSHOT_MS, MOONSHOT_PASSAGES = 0.7, 3.5  # of always-graph@5's mean ms; passages at most
+
+
+def budgeted_oracle(
+    m: dict[str, np.ndarray], cap_ms: float, cap_passages: float
+) -> tuple[float, np.ndarray]:
+    """The best mean recall a per-query choice among every labelled strategy reaches with
+    mean ms ≤ `cap_ms` and mean passages ≤ `cap_passages` (Lagrangian: each query takes
+    argmax recall − λ·ms − μ·passages, over a grid of λ, μ; the best feasible choice)."""
+    r, ms, ps = m["recall"], m["ms"], m["passages"]
+    rows = np.arange(len(r))
+    best: tuple[float, np.ndarray] = (float("-inf"), np.zeros(len(r), dtype=int))
+    for lam in np.concatenate([[0.0], np.geomspace(1e-4, 1.0, 60)]):
+        for mu in np.concatenate([[0.0], np.geomspace(1e-3, 1.0, 40)]):
+            ch = np.argmax(r - lam * ms - mu * ps - 1e-9 * ms, axis=1)
+            if ms[rows, ch].mean() <= cap_ms + 1e-9 and ps[rows, ch].mean() <= cap_passages:
+                got = float(r[rows, ch].mean())
+                if got > best[0]:
+                    best = (got, ch)
+    return best
+
+
+def _moonshot(x, m, folds, table, every: KwayParams, dataset, lat) -> dict[str, Any]:
+    """Issue 17's moonshot measured: always-graph@5's recall at ≤ 70% of its mean ms and
+    ≤ 3.5 passages. kway over every labelled strategy trained for that point (out of fold),
+    beside the two ceilings there: the fixed strategies' best mix and the per-query oracle
+    within the same means (what a perfect router could do)."""
+    names = [s.name for s in table]
+    g = names.index("graph@5")
+    cap_ms = MOONSHOT_MS * float(m["ms"][:, g].mean())
+    cols = [names.index(s) for s in every.strategies]
+    mean_ms = m["ms"][:, cols].mean(axis=0)
+    lo, hi = float(mean_ms.min()), float(mean_ms.max())
+    budget = float(np.clip((cap_ms - lo) / (hi - lo), 0.0, 1.0))
+    pa = kway_params(budget=budget, route=(), max_passages=MOONSHOT_PASSAGES)
+    ma = _columns(m, cols)
+    ch, _, _ = _oof_kway(x, ma, folds, [table[j] for j in cols], pa, dataset)
+    picked = np.array([cols[c] for c in ch])
+    hull, _ = mixture_ceiling(m, range(len(table)), cap_ms, MOONSHOT_PASSAGES)
+    oracle, _ = budgeted_oracle(m, cap_ms, MOONSHOT_PASSAGES)
+    keep = ("recall", "fcr", "mean_ms", "mean_passages", "share")
+    fig = router_figures(picked, lat, m, table)
+    return {
+        "target": {
+            "recall": float(m["recall"][:, g].mean()),
+            "mean_ms": cap_ms,
+            "mean_passages": MOONSHOT_PASSAGES,
+        },
+        "kway_every_strategy": {k: fig[k] for k in keep} | {"budget": budget},
+        "hull_recall": hull,
+        "budgeted_oracle_recall": oracle,
+    }
 
 
 def _two_way_oof(kind, dataset, labels, records) -> np.ndarray:
