@@ -2,7 +2,8 @@
 build) against specific entities only (`specific`: no phrase of spaCy stop words only, no
 hub in more than `max_entity_insights` insights, the Leiden step's own limit), on the same
 complete-gold queries, each query through both in turn (one query embedding, one BLAS
-thread, the machine's load on both alike).
+thread, the machine's load on both alike; the first variant and operator after the
+embedding rotate, as `r2a adr label` rotates the operators).
 
     .venv/bin/python benchmarks/bench_adr_anchor.py [--dataset 2wikimultihopqa] [--quick]
 
@@ -38,7 +39,7 @@ def label_both(dataset: str, every: int) -> tuple[dict[str, list[Any]], dict[str
     from threadpoolctl import threadpool_limits
 
     from r2adapter.adr import operators as ops_mod
-    from r2adapter.adr.labels import AdrLabel, outcome
+    from r2adapter.adr.labels import AdrLabel, outcome, rotated
     from r2adapter.adr.operators import OPERATORS, AdrOperators
     from r2adapter.config import adr_params, label_params
     from r2adapter.evaluate.retrieval import stored_queries
@@ -81,10 +82,11 @@ def label_both(dataset: str, every: int) -> tuple[dict[str, list[Any]], dict[str
                 v = enc.encode_query(q.question)
                 embed = (time.perf_counter() - t) * 1000
                 embed_ms.append(embed)
-                for f in FILTERS:
+                i = len(embed_ms) - 1
+                for f in rotated(FILTERS, i):  # neither always first after the embedding
                     ops.p = params[f]
                     res = {}
-                    for n in OPERATORS:
+                    for n in rotated(OPERATORS, i):
                         hnsw[0] = 0.0
                         c = ops.run(n, v, q.question)
                         parts[f][n]["hnsw"].append(hnsw[0])
@@ -97,8 +99,8 @@ def label_both(dataset: str, every: int) -> tuple[dict[str, list[Any]], dict[str
                             q.type,
                             split_of(q.id, split),
                             list(q.gold_passage_ids),
-                            res,
-                        )  # fmt: skip
+                            {n: res[n] for n in OPERATORS},
+                        )
                     )
     finally:
         ops_mod.store.nearest = nearest

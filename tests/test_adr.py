@@ -19,8 +19,8 @@ from r2adapter.adr.hypergraph import (
     sentence_of,
     split_sentences,
 )
-from r2adapter.adr.labels import AdrLabel, OperatorOutcome, outcome, read_adr_labels
-from r2adapter.adr.operators import check_operator
+from r2adapter.adr.labels import AdrLabel, OperatorOutcome, outcome, read_adr_labels, rotated
+from r2adapter.adr.operators import OPERATORS, check_operator
 from r2adapter.adr.router import decide, fallback_share, fit_head
 from r2adapter.config import adr_params
 from r2adapter.errors import R2AError
@@ -166,6 +166,12 @@ def test_the_label_is_the_cheapest_operator_reaching_the_best_recall() -> None:
     assert _label("c", (1.0, 1.0, 1.0), tokens=(50, 40, 30)).label == "complex"
     o = outcome(["a", "x", "b"], ["a", "b", "c"], 7, 2.0)
     assert (o.recall, o.full) == (pytest.approx(2 / 3), 0.0)
+
+
+def test_each_operator_runs_first_after_the_embedding_in_turn() -> None:
+    firsts = [rotated(OPERATORS, i)[0] for i in range(4)]
+    assert firsts == ["simple", "moderate", "complex", "simple"]
+    assert rotated(OPERATORS, 2) == ["complex", "simple", "moderate"]
 
 
 def test_router_figures_count_fallbacks_and_add_routing_ms() -> None:
