@@ -474,6 +474,9 @@ class KwayParams:
     # `affordable`, the best one whose mean ms is also within the cost cap; `searched`,
     # whichever of the two the validation search scores higher (with the thresholds)
     fallback: str = "searched"
+    # the heads read the query embedding as the encoder gives it (unit norm, as r2a_embed's
+    # head does) and standardise only the other features; true standardises it too
+    standardize_embedding: bool = False
 
     def routed(self) -> KwayParams:
         """These parameters with `strategies` the ones the router chooses among."""

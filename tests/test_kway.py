@@ -213,6 +213,33 @@ def test_budgeted_oracle_spends_the_budget_where_it_pays() -> None:
 
 
 @pytest.mark.unit
+def test_the_heads_read_the_embedding_raw_and_standardise_the_rest() -> None:
+    """kway.standardize_embedding false: the embedding's columns keep mean 0 / std 1 in the
+    saved heads (the unit-norm vector as the encoder gives it), title cover's and the dense
+    scores' are standardised; true standardises every column."""
+    from r2adapter.kway.features import embedding_columns
+
+    rng = np.random.default_rng(2)
+    n = 120
+    names = ("title_cover", "query_embedding", "dense_scores")
+    emb = rng.normal(size=(n, 6)) / np.sqrt(6)
+    x = np.hstack([rng.integers(0, 2, (n, 4)), emb, 5 + 3 * rng.normal(size=(n, 4))])
+    cols = embedding_columns(names, x.shape[1])
+    assert cols == slice(4, 10)
+    y = np.stack([x[:, 4] > 0, np.ones(n, dtype=bool)], axis=1)
+    c = Costs(y.astype(float), np.tile([10.0, 50.0], (n, 1)), np.full((n, 2), 5.0))
+    for flag in (False, True):
+        p = kway_params(
+            strategies=("dense@5", "graph@5"), route=(), features=names, epochs=30,
+            standardize_embedding=flag,
+        )  # fmt: skip
+        router, _ = fit_kway(x, y, x, c, c, p.strategies, p)
+        raw = np.allclose(router.mean[cols], 0) and np.allclose(router.std[cols], 1)
+        assert raw is not flag
+        assert np.allclose(router.mean[10:], x[:, 10:].mean(axis=0))  # the rest standardised
+
+
+@pytest.mark.unit
 def test_a_label_file_from_before_the_strategy_table_asks_for_a_relabel(
     tmp_path: Path,
 ) -> None:

@@ -344,6 +344,11 @@ def kway_report(
                 routers[rw] = router_figures(chosen[rw], lat2, m, table)
         except R2AError as e:
             notes.append(f"{kind}: {e}")
+    if protocol == "cv5":
+        ablation["frontier_at_two_way_cost"] = _frontier_at(
+            {k: v for k, v in chosen.items() if k != "kway"}, routers, frontier, per_budget, m,
+            kway_cols,
+        )  # fmt: skip
     ner_graph, ner_ms = _ner(labels, qv)
     routers["ner"] = router_figures(_two_way_choice(ner_graph, table), ner_ms, m, table)
     # the oracle over every labelled strategy, and over the ones kway routes among (its ceiling)
@@ -478,6 +483,37 @@ def _oracle(m: dict[str, np.ndarray], table: Sequence[Strategy], cols: Sequence[
     out = np.zeros(len(best), dtype=int)
     for i in range(len(best)):
         out[i] = next(j for j in order if m["recall"][i, j] >= best[i] - 1e-9)
+    return out
+
+
+def _frontier_at(
+    two_way: dict[str, np.ndarray],
+    routers: dict[str, dict[str, Any]],
+    frontier: list[dict[str, Any]],
+    per_budget: dict[float, np.ndarray],
+    m: dict[str, np.ndarray],
+    kway_cols: Sequence[int],
+) -> dict[str, Any]:
+    """For each two-way router, kway's frontier point at no more mean ms (the costliest
+    budget within the router's own ms), paired with the router on the same queries."""
+    out: dict[str, Any] = {}
+    rows = np.arange(len(m["recall"]))
+    for name, ch in two_way.items():
+        ms = routers[name]["mean_ms"]
+        within = [f for f in frontier if f["mean_ms"] <= ms + 1e-9]
+        if not within:
+            out[name] = None
+            continue
+        f = max(within, key=lambda f: f["mean_ms"])
+        picked = np.array([kway_cols[c] for c in per_budget[f["budget"]]])
+        out[name] = {
+            "budget": f["budget"],
+            "kway_recall": f["recall"],
+            "kway_ms": f["mean_ms"],
+            "router_recall": routers[name]["recall"],
+            "router_ms": ms,
+            "paired": paired_interval(m["recall"][rows, picked], m["recall"][rows, ch]),
+        }
     return out
 
 

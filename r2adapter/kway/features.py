@@ -31,6 +31,16 @@ def width(names: Sequence[str], dim: int) -> int:
     return sum(dim if n == "query_embedding" else WIDTHS[n] for n in names)
 
 
+def embedding_columns(names: Sequence[str], n_columns: int) -> slice:
+    """Where `query_embedding` sits in a feature matrix of `n_columns` built from `names`
+    (an empty slice when it is not among them)."""
+    if "query_embedding" not in names:
+        return slice(0, 0)
+    dim = n_columns - sum(WIDTHS[n] for n in names if n != "query_embedding")
+    start = sum(WIDTHS[n] for n in names[: list(names).index("query_embedding")])
+    return slice(start, start + dim)
+
+
 class KwayFeatures:
     """Features for queries of one corpus, read from its in-memory index (`graphs`)."""
 

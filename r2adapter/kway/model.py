@@ -25,7 +25,7 @@ from r2adapter.kway.cascade import (
     outcome,
     tune_thresholds,
 )
-from r2adapter.kway.features import KwayFeatures
+from r2adapter.kway.features import KwayFeatures, embedding_columns
 from r2adapter.kway.strategies import parse_strategy
 from r2adapter.route.evidence import GraphSource
 
@@ -181,6 +181,9 @@ def fit_kway(
     torch.manual_seed(p.seed)
     mean = x_train.mean(axis=0)
     std = x_train.std(axis=0) + 1e-6
+    if not p.standardize_embedding:  # the unit-norm embedding as the encoder gives it
+        emb = embedding_columns(p.features, x_train.shape[1])
+        mean[emb], std[emb] = 0.0, 1.0
     xt = torch.from_numpy(((x_train - mean) / std).astype(np.float32))
     yt = torch.from_numpy(y_train.astype(np.float32))
     xv = ((x_val - mean) / std).astype(np.float32)
