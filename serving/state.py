@@ -106,6 +106,9 @@ class ServingState:
             self.champion_error = f"registry error: {type(e).__name__}: {e}"
         if self.kway_enabled:
             self._reload_kway()
+        from r2adapter.adr.retriever import refresh_champion
+
+        refresh_champion()  # the adr mode's champion follows a promotion at once (never raises)
         return self.info()
 
     def _reload_kway(self) -> None:
