@@ -294,9 +294,11 @@ def _promote(args: argparse.Namespace) -> int:
 
 
 def _models(args: argparse.Namespace) -> int:
+    from r2adapter.adr.registry import MODEL as ADR_MODEL
+    from r2adapter.kway.registry import MODEL as KWAY_MODEL
     from r2adapter.registry.models import list_models
 
-    rows = list_models()
+    rows = list_models({"kway": KWAY_MODEL, "adr": ADR_MODEL})
     if _emit(args, rows):
         return 0
     if not rows:

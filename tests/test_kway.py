@@ -297,6 +297,11 @@ def kway_env(
     assert json.loads(report.read_text())["version"] == "1"
     r = run_cli(["promote", "--router", "kway"], env)
     assert r.returncode == 0 and "promoted" in r.stdout, r.stderr[-2000:]
+    # `r2a models` lists the k-way router beside the two-way ones, with its gate figures
+    r = run_cli(["models", "--json"], env)
+    kway = [m for m in json.loads(r.stdout) if m["router"] == "kway"]
+    assert [m["version"] for m in kway] == [1] and "champion" in kway[0]["aliases"]
+    assert {"recall", "fcr", "mean_ms"} <= set(kway[0]["gate"])
     return env
 
 

@@ -68,7 +68,7 @@ def test_label_train_register_promote(mini: dict[str, str]) -> None:
     models = json.loads(r.stdout)
     champions = {m["router"] for m in models if "champion" in m["aliases"]}
     assert champions == {"r2a", "r2a_embed"}
-    assert all("recall@5" in m["gate"] for m in models)
+    assert all("recall@5" in m["gate"] for m in models if m["router"] in ("r2a", "r2a_embed"))
 
 
 def test_bench_routing_takes_the_reports_figures(mini: dict[str, str], tmp_path: Path) -> None:

@@ -133,10 +133,27 @@ def load_router(kind: str = "r2a", alias: str = "champion") -> tuple[TrainedRout
     return model.unwrap_python_model().router, str(v.version)
 
 
-def list_models() -> list[dict[str, Any]]:
+def _gate_tags(tags: dict[str, str]) -> dict[str, float]:
+    """A version's gate figures: the two-way routers' metric tags, else every numeric tag
+    (the k-way and ADR registries tag their test-split figures by name: recall, fcr, ...)."""
+    gate = {m: float(tags[metric_key(m)]) for m in GATE_METRICS if metric_key(m) in tags}
+    if gate:
+        return gate
+    out: dict[str, float] = {}
+    for k, v in tags.items():
+        try:
+            out[k] = float(v)
+        except ValueError:
+            continue
+    return out
+
+
+def list_models(extra: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Every registered version of the two-way routers' models and of `extra` (router kind →
+    registered model name: the k-way and ADR routers'), with aliases and gate figures."""
     c = client()
     rows = []
-    for kind, name in MODEL_NAMES.items():
+    for kind, name in {**MODEL_NAMES, **(extra or {})}.items():
         try:
             versions = c.search_model_versions(f"name='{name}'")
         except Exception:
@@ -155,11 +172,7 @@ def list_models() -> list[dict[str, Any]]:
                     "version": int(v.version),
                     "aliases": aliases.get(str(v.version), []),
                     "run_id": v.run_id,
-                    "gate": {
-                        m: float(v.tags[metric_key(m)])
-                        for m in GATE_METRICS
-                        if metric_key(m) in v.tags
-                    },
+                    "gate": _gate_tags(dict(v.tags)),
                 }
             )
     return rows
