@@ -91,23 +91,25 @@ class KwayRouter:
             names, [parse_strategy(n).k for n in names], p, np.asarray(~clears), self.cfg.strategies
         )
 
-    def with_thresholds(self, tau: np.ndarray) -> KwayRouter:
-        cfg = replace(self.cfg, thresholds=tuple(float(t) for t in tau))
-        r = KwayRouter(cfg, {"w": self.w, "b": self.b, "mean": self.mean, "std": self.std})
+    def _with(self, **changes: Any) -> KwayRouter:
+        """The same heads (and bound features) under a config with `changes`."""
+        r = KwayRouter(
+            replace(self.cfg, **changes),
+            {"w": self.w, "b": self.b, "mean": self.mean, "std": self.std},
+        )
         r._features = self._features
         return r
+
+    def with_thresholds(self, tau: np.ndarray) -> KwayRouter:
+        return self._with(thresholds=tuple(float(t) for t in tau))
 
     def with_costs(self, mean_ms: np.ndarray, mean_passages: np.ndarray) -> KwayRouter:
         """The same heads and thresholds priced at other mean costs (another corpus's): the
         cascade's order follows them."""
-        cfg = replace(
-            self.cfg,
+        return self._with(
             mean_ms=tuple(float(v) for v in mean_ms),
             mean_passages=tuple(float(v) for v in mean_passages),
         )
-        r = KwayRouter(cfg, {"w": self.w, "b": self.b, "mean": self.mean, "std": self.std})
-        r._features = self._features
-        return r
 
     def save(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
