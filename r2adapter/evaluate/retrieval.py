@@ -106,7 +106,15 @@ class Structure:
         out: dict[str, float] = {}
         if not self.rows:
             return out
-        for key in ("hub_mass", "ppr_weighted_strength", "anchors", "edited_columns"):
+        for key in (
+            "hub_mass",
+            "ppr_weighted_strength",
+            "hub_mass_entities",
+            "ppr_weighted_strength_entities",
+            "entity_mass",
+            "anchors",
+            "edited_columns",
+        ):
             vals = [r[key] for r in self.rows if key in r]
             if vals:
                 out[key] = sum(vals) / len(vals)

@@ -157,12 +157,30 @@ def phrase_seeds(
 
 
 def ppr_structure(ppr: np.ndarray, op: Operator) -> dict[str, float]:
-    """Where the PPR mass sits (CatRAG §6): `hub_mass`, its share on the top 1% of nodes by
-    weighted degree, and `ppr_weighted_strength`, the mean weighted degree under it."""
-    return {
+    """Where the PPR mass sits (CatRAG §6), two readings.
+
+    Over every node, as before: `hub_mass`, the share on the top 1% of all nodes by
+    weighted degree, and `ppr_weighted_strength`, the mean weighted degree under the mass.
+    Every passage is seeded (dense score × passage_node_weight), so passages hold most of
+    the reset and most of the mass there. Entity-normalised, the paper's reading (its hubs
+    are bridge entities): the mass renormalised over the phrase nodes, `hub_mass_entities`
+    its share on the top 1% of phrase nodes by strength and
+    `ppr_weighted_strength_entities` the mean strength under it; `entity_mass` is the
+    phrase nodes' share of the whole vector, which says how much the second reading
+    weighs. A graph whose operator does not know its phrase nodes gives the first only."""
+    out = {
         "hub_mass": float(ppr[op.hubs].sum()),
         "ppr_weighted_strength": float(ppr @ op.strength),
     }
+    n_e = op.n_entities
+    if n_e > 0:
+        ent = ppr[:n_e]
+        total = float(ent.sum())
+        out["entity_mass"] = total / max(float(ppr.sum()), 1e-300)
+        if total > 0:
+            out["hub_mass_entities"] = float(ent[op.entity_hubs].sum()) / total
+            out["ppr_weighted_strength_entities"] = float(ent @ op.strength[:n_e]) / total
+    return out
 
 
 _TRIPLET_LINE = re.compile(r"\[(?P<body>.+)\]")

@@ -46,6 +46,9 @@ class Operator:
     transition: Transition
     adjacency: sp.csr_matrix  # float64, symmetric, duplicate pairs summed
     strength: np.ndarray  # weighted degree per node
+    # phrase nodes come first (0 .. n_entities - 1); 0: unknown, the entity-normalised
+    # structure figures are then left out
+    n_entities: int = 0
 
     @classmethod
     def build(
@@ -55,8 +58,10 @@ class Operator:
         fact_scale: float,
         synonym_scale: float,
         transition: Transition | None = None,
+        n_entities: int = 0,
     ) -> Operator:
-        """`transition`: the one these scales give, when the caller already has it."""
+        """`transition`: the one these scales give, when the caller already has it;
+        `n_entities`: how many of the first nodes are phrase nodes."""
         w = edges.scaled(fact_scale, synonym_scale)
         t = transition or Transition.from_edges(n, edges.src, edges.dst, w)
         rows = np.concatenate([edges.src, edges.dst])
@@ -64,7 +69,7 @@ class Operator:
         adj = sp.csr_matrix((np.concatenate([w, w]), (rows, cols)), shape=(n, n))
         adj.sum_duplicates()
         adj.sort_indices()
-        return cls(t, adj, np.asarray(adj.sum(axis=1)).ravel())
+        return cls(t, adj, np.asarray(adj.sum(axis=1)).ravel(), n_entities)
 
     @cached_property
     def hubs(self) -> np.ndarray:
@@ -73,6 +78,16 @@ class Operator:
         k = max(1, int(np.ceil(0.01 * n)))
         mask = np.zeros(n, dtype=bool)
         mask[np.argsort(-self.strength, kind="stable")[:k]] = True
+        return mask
+
+    @cached_property
+    def entity_hubs(self) -> np.ndarray:
+        """The top 1% of phrase nodes by weighted degree, as a mask over the phrase nodes
+        (CatRAG's hubs are bridge entities; passage nodes are left out)."""
+        strength = self.strength[: self.n_entities]
+        k = max(1, int(np.ceil(0.01 * len(strength))))
+        mask = np.zeros(len(strength), dtype=bool)
+        mask[np.argsort(-strength, kind="stable")[:k]] = True
         return mask
 
 
@@ -110,7 +125,9 @@ class GraphIndex:
                 op = self.extras.get(key)
                 if op is None:
                     stored = self.transition if (fact_scale, synonym_scale) == (1.0, 1.0) else None
-                    op = Operator.build(self.n_nodes, self.edges, fact_scale, synonym_scale, stored)
+                    op = Operator.build(
+                        self.n_nodes, self.edges, fact_scale, synonym_scale, stored, self.n_entities
+                    )
                     self.extras[key] = op
         return op
 
