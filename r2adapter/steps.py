@@ -19,7 +19,14 @@ if TYPE_CHECKING:
     from r2adapter.registry.register import TrainReport
     from r2adapter.retrieve.base import Hit
 
-SHIPPED_DATASETS = ("sample", "musique", "hotpotqa", "2wikimultihopqa")
+SHIPPED_DATASETS = (
+    "sample",
+    "musique",
+    "hotpotqa",
+    "2wikimultihopqa",
+    "hotpotqa_dev",
+    "musique_dev",
+)
 
 
 def validate(dataset: str) -> Report:

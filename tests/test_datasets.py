@@ -19,6 +19,10 @@ EXPECTED = {
     "musique": (1890, 100, 100, "hipporag_list", "paragraphs_is_supporting"),
     "hotpotqa": (994, 100, 100, "hotpotqa_sentences", "hotpotqa"),
     "sample": (3, 1, 1, "hipporag_list", "paragraphs_is_supporting"),
+    # issue 24: HotpotQA dev (distractor) with its corpus as a {title, text} list, and
+    # MuSiQue-Ans dev with its gold decompositions
+    "hotpotqa_dev": (5809, 590, 590, "hipporag_list", "hotpotqa"),
+    "musique_dev": (3025, 192, 192, "hipporag_list", "paragraphs_is_supporting"),
 }
 
 
@@ -119,3 +123,16 @@ def test_missing_and_malformed_files(tmp_path: Path) -> None:
     (folder / "x.json").write_text("{bad")
     with pytest.raises(DataError, match=r"x\.json: malformed JSON at line 1"):
         load_dataset(str(folder))
+
+
+def test_musique_dev_keeps_every_hop_and_its_paragraph() -> None:
+    """Every MuSiQue dev question's gold is its decomposition's supporting paragraphs (2-4
+    hops), so the decomposition scores (r2adapter/rewrite/score.py) and Recall read the
+    same chain."""
+    ds = load_dataset("musique_dev")
+    raw = json.loads((Path(ds.files["queries"])).read_text())
+    hops = {r["id"]: len(r["question_decomposition"]) for r in raw}
+    assert sorted(set(hops.values())) == [2, 3, 4]
+    by_id = {q.id: q for q in ds.queries}
+    for rid, n in hops.items():
+        assert 2 <= len(by_id[rid].gold_passage_ids) <= n
