@@ -44,6 +44,31 @@ def _db(args: argparse.Namespace) -> int:
     return 0
 
 
+def _mlflow(args: argparse.Namespace) -> int:
+    """The MLflow tracking server on the embedded Postgres (r2adapter/registry/server.py)."""
+    from r2adapter.registry import server
+
+    if args.action == "up":
+        st, seconds = server.up()
+        print(st.line() + (f"; /health after {seconds:.1f} s" if seconds else ""))
+        print(f"select it with: export MLFLOW_TRACKING_URI={st.url}")
+    elif args.action == "down":
+        print(server.down().line())
+    elif args.action == "status":
+        st = server.status()
+        print(st.line())
+        return 0 if st.healthy or not st.running else 1
+    if args.action == "webhook" or (args.action == "up" and args.service_url):
+        if not args.service_url:
+            raise R2AError("r2a mlflow webhook needs --service-url (the service's base URL)")
+        target = f"{args.service_url.rstrip('/')}/webhooks/mlflow"
+        uri = os.environ.get("MLFLOW_TRACKING_URI", "")
+        # only a server delivers webhooks: an http(s) tracking URI, else this one's
+        wid = server.register_webhook(target, uri if uri.startswith("http") else None)
+        print(f"webhook {wid}: {server.ALIAS_EVENT} -> {target}")
+    return 0
+
+
 def _data_validate(args: argparse.Namespace) -> int:
     from r2adapter import steps
 
@@ -561,6 +586,15 @@ def build_parser() -> argparse.ArgumentParser:
     db = sub.add_parser("db", help="the embedded Postgres (or the R2A_DATABASE_URL one)")
     db.add_argument("action", choices=["up", "down", "status", "url"])
     db.set_defaults(func=_db)
+
+    mf = sub.add_parser("mlflow", help="the MLflow tracking server on the embedded Postgres")
+    mf.add_argument("action", choices=["up", "down", "status", "webhook"])
+    mf.add_argument(
+        "--service-url",
+        default=None,
+        help="webhook (or up): subscribe this service's /webhooks/mlflow to alias changes",
+    )
+    mf.set_defaults(func=_mlflow)
 
     data = sub.add_parser("data", help="dataset validation and loading")
     dsub = data.add_subparsers(dest="data_command", required=True)

@@ -45,6 +45,7 @@ from serving.requests import (
     parse_request,
 )
 from serving.state import ServingState, Unavailable
+from serving.webhook import WebhookReceiver
 
 log = logging.getLogger("r2a.serving")
 BATCHING = os.environ.get("R2A_ROUTER_BATCHING", "1") != "0"
@@ -350,4 +351,6 @@ class R2AService:
 
 
 # the decorator made R2AService a bentoml Service; its stub still says the class
+# the registry's signed webhook first (serving/webhook.py): it authenticates by HMAC, not key
+t.cast(t.Any, R2AService).add_asgi_middleware(WebhookReceiver)
 t.cast(t.Any, R2AService).add_asgi_middleware(Hardening)
