@@ -12,16 +12,12 @@ import numpy as np
 
 from r2adapter.errors import R2AError
 from r2adapter.index.encoder import Encoder
+from r2adapter.llm.reader import answer_prompt
 from r2adapter.retrieve.base import Hit, Retriever, check_query
 from r2adapter.retrieve.strategies import STRATEGIES
 from r2adapter.route.base import Router
 
 MODES = ("auto", *STRATEGIES)  # auto: the router decides between dense and graph
-
-ANSWER_PROMPT = (
-    "Answer the question using only the passages below. Reply with a short answer (a few "
-    "words), no explanation.\n\n{passages}\n\nQuestion: {question}\nAnswer:"
-)
 
 
 class RewriterLike(Protocol):
@@ -190,7 +186,7 @@ def llm_answerer(
 ) -> Callable[[str, list[Hit]], str]:
     def answer(question: str, hits: list[Hit]) -> str:
         passages = "\n\n".join(f"[{i}] {h.title}: {h.text}" for i, h in enumerate(hits, 1))
-        msg = ANSWER_PROMPT.format(passages=passages[:6000], question=question)
+        msg = answer_prompt(question, passages)
         return str(
             llm.complete([{"role": "user", "content": msg}], max_tokens=max_tokens, timeout=timeout)
         ).strip()

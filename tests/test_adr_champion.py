@@ -150,14 +150,29 @@ def test_protocol_all_routes_with_the_registered_champion(monkeypatch: pytest.Mo
             raise served[0]
         return served[0]
 
+    from r2adapter.adr import evaluate as adr_evaluate
+
     monkeypatch.setattr(encoder_mod, "get_encoder", lambda *a, **k: _Encoder())
     monkeypatch.setattr(adr_registry, "load_adr", load_adr)
+    # the reader prompt's instructions + question: 50 tokens a query (the stand-in encoder
+    # has no tokenizer)
+    monkeypatch.setattr(adr_evaluate, "prompt_overhead", lambda qs, p: np.full(len(qs), 50.0))
     ids = [lab.query_id for lab in labels]
     p = adr_params(gamma=0.99)  # the champion's own γ (0.6) decides, not this one
     rows, notes = adr_routers("musique", "all", ids, p, labels)
     a = rows["adr"]
     assert a["share"] == {"simple": 0.5, "complex": 0.5} and a["gamma"] == 0.6
     assert a["recall"] == 0.5 and a["mean_tokens"] == 150.0
+    # prompt tokens: the context plus the prompt around it; the ratio to always-complex
+    # (200 + 50) on the same queries, and its interval (every query alike here: no spread
+    # within a pair, but the mix of simple and complex varies under resampling)
+    assert (
+        a["mean_prompt_tokens"] == 200.0
+        and rows["always_adr_complex"]["mean_prompt_tokens"] == 250.0
+    )
+    r = a["prompt_tokens_vs_complex"]
+    assert r["ratio"] == pytest.approx(0.8) and r["n"] == 4
+    assert 0.6 <= r["ci95"][0] <= 0.8 <= r["ci95"][1] <= 1.0
     assert any("champion v7, trained on 2wikimultihopqa" in n for n in notes)
     served[0] = (AdrRouter(head, 0.6, "another-encoder", "2wikimultihopqa"), "8")
     rows, notes = adr_routers("musique", "all", ids, p, labels)

@@ -12,6 +12,14 @@ ADR labels on exactly the report's queries.
 
 A router's `mean_ms` is the operator's (query embedding included, as labelled) plus the
 head's own measured latency, one query at a time on one BLAS thread.
+
+Tokens two ways: `mean_tokens` counts the context only (facts, narratives and any passages,
+as labelled); `mean_prompt_tokens` counts the prompt the service's reader would be sent
+(r2adapter/llm/reader.py: instructions + question + context, in the reader's tokenizer,
+adr.tokenizer), as the ADR paper counts. The separators between context items are not
+counted (about two tokens an item). The `adr` row's `prompt_tokens_vs_complex` is the
+routed prompt tokens over always-complex's on the same queries with a 95% paired bootstrap
+interval, and `prompt_tokens_by_gamma` the same ratio at each γ of adr.gammas.
 """
 
 from __future__ import annotations
@@ -29,8 +37,28 @@ from r2adapter.adr.router import Decision, SoftmaxHead, decide, fallback_share, 
 from r2adapter.config import AdrParams, adr_params
 from r2adapter.errors import R2AError
 from r2adapter.evaluate.folds import N_FOLDS, fold_of
+from r2adapter.evaluate.stats import ratio_interval
 
-__all__ = ["adr_routers", "figures", "merge_adr_rows", "out_of_fold"]
+__all__ = ["adr_routers", "figures", "merge_adr_rows", "out_of_fold", "prompt_overhead"]
+
+COMPLEX = "complex"  # the reference of the token ratio (always-complex, the paper's)
+
+
+def prompt_overhead(questions: Sequence[str], p: AdrParams) -> np.ndarray:
+    """Per question, the reader prompt's tokens besides the context: the instructions and
+    the question (r2adapter/llm/reader.py with an empty context)."""
+    from r2adapter.adr.build import token_counter
+    from r2adapter.llm.reader import answer_prompt
+
+    return np.array(token_counter(p)([answer_prompt(q, "") for q in questions]), dtype=float)
+
+
+def prompt_tokens(
+    labels: Sequence[AdrLabel], chosen: Sequence[str], overhead: np.ndarray
+) -> np.ndarray:
+    """Per query, the prompt tokens of the operator chosen for it."""
+    ctx = np.array([lab.outcomes[c].tokens for lab, c in zip(labels, chosen, strict=True)])
+    return ctx.astype(float) + overhead
 
 
 def _time_head(head: SoftmaxHead, x: np.ndarray, gamma: float) -> np.ndarray:
@@ -97,10 +125,14 @@ def adr_routers(
             f"no ADR labels for the report's queries: run `r2a adr label --dataset {dataset}`"
         )
     rows: dict[str, dict[str, Any]] = {}
+    chosen: dict[str, list[str]] = {}
     zero = np.zeros(len(labels))
     for op in OPERATORS:
-        rows[f"always_adr_{op}"] = figures(labels, [op] * len(labels), zero)
-    rows["adr_oracle"] = figures(labels, [lab.label for lab in labels], zero)
+        chosen[f"always_adr_{op}"] = [op] * len(labels)
+    chosen["adr_oracle"] = [lab.label for lab in labels]
+    for name, ops in chosen.items():
+        rows[name] = figures(labels, ops, zero)
+    overhead = prompt_overhead([lab.question for lab in labels], p)
     x = get_encoder().encode([lab.question for lab in labels])
     if protocol == "cv5":
         probs, head = out_of_fold(labels, x, p)
@@ -117,6 +149,7 @@ def adr_routers(
     else:
         served = _champion_head(dataset, notes)
         if served is None:
+            _prompt_rows(labels, chosen, overhead, rows)
             return rows, notes
         head, gamma, how = served
         p = replace(p, gamma=gamma)
@@ -129,16 +162,40 @@ def adr_routers(
         route_ms,
         ["fallback" if d.fallback else d.operator for d in ds],
     )
-    _llm_row(labels, p, rows, notes)
+    chosen["adr"] = [d.operator for d in ds]
+    _llm_row(labels, p, rows, notes, chosen)
     by_gamma = {f"{g:g}": fallback_share(probs, g) for g in p.gammas}
     rows["adr"]["gamma"] = p.gamma
     rows["adr"]["fallback_by_gamma"] = by_gamma
+    _prompt_rows(labels, chosen, overhead, rows)
+    reference = prompt_tokens(labels, chosen[f"always_adr_{COMPLEX}"], overhead)
+    rows["adr"]["prompt_tokens_by_gamma"] = {
+        f"{g:g}": ratio_interval(
+            prompt_tokens(labels, [d.operator for d in decide(probs, g)], overhead), reference
+        )
+        for g in p.gammas
+    }
     notes.append(
         "adr: fallback share to moderate by γ: "
         + ", ".join(f"γ {g} {s:.2f}" for g, s in by_gamma.items())
         + f" (head {how})"
     )
     return rows, notes
+
+
+def _prompt_rows(
+    labels: Sequence[AdrLabel],
+    chosen: dict[str, list[str]],
+    overhead: np.ndarray,
+    rows: dict[str, dict[str, Any]],
+) -> None:
+    """`mean_prompt_tokens` on every row; on `adr`, the ratio to always-complex's."""
+    reference = prompt_tokens(labels, chosen[f"always_adr_{COMPLEX}"], overhead)
+    for name, ops in chosen.items():
+        rows[name]["mean_prompt_tokens"] = float(prompt_tokens(labels, ops, overhead).mean())
+    if "adr" in chosen:
+        routed = prompt_tokens(labels, chosen["adr"], overhead)
+        rows["adr"]["prompt_tokens_vs_complex"] = ratio_interval(routed, reference)
 
 
 def _champion_head(dataset: str, notes: list[str]) -> tuple[SoftmaxHead, float, str] | None:
@@ -192,7 +249,11 @@ def merge_adr_rows(
 
 
 def _llm_row(
-    labels: Sequence[AdrLabel], p: AdrParams, rows: dict[str, dict[str, Any]], notes: list[str]
+    labels: Sequence[AdrLabel],
+    p: AdrParams,
+    rows: dict[str, dict[str, Any]],
+    notes: list[str],
+    chosen: dict[str, list[str]],
 ) -> None:
     """`adr_llm`: the paper's LLM classifier through the configured LLM client (routing ms
     = the LLM's); skipped with a note when none is configured."""
@@ -212,6 +273,7 @@ def _llm_row(
         ms[i] = (time.perf_counter() - t) * 1000
         probs[i], failed = row[0], failed + bad
     ds = decide(probs, p.gamma)
+    chosen["adr_llm"] = [d.operator for d in ds]
     rows["adr_llm"] = figures(
         labels,
         [d.operator for d in ds],
