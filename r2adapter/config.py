@@ -217,6 +217,10 @@ class GraphParams:
     # None, the paper's method; on 2Wiki (860, similarity tiers) the similarity-tiered edges
     # and the key-fact boost each cost FCR@5 ~.02 and anchoring alone gained +.026
     catrag_ablate: tuple[str, ...] = ()
+    # CatRAG's appendix scales synonym edges by their similarity beyond HippoRAG 2's raw
+    # cosine; its released code multiplies synonym edge scores by 3. × graph.synonym_edge_scale
+    # for the catrag strategy only (1.0: off; 3.0: the released code)
+    catrag_synonym_scale: float = 1.0
 
     def check(self) -> None:
         for name in ("linking_top_k", "fact_top_k", "synonym_top_k", "ppr_max_iter"):
@@ -261,7 +265,7 @@ class GraphParams:
         for name in ("ppr_local_above_nodes", "passage_seed_top_n", "synonym_hnsw_above"):
             v = getattr(self, name)
             _need(v >= 0, f"graph.{name} must be ≥ 0, not {v}")
-        for name in ("fact_edge_scale", "synonym_edge_scale"):
+        for name in ("fact_edge_scale", "synonym_edge_scale", "catrag_synonym_scale"):
             v = getattr(self, name)
             _need(0.0 < v <= 100.0, f"graph.{name} must be in (0, 100], not {v}")
         _need(

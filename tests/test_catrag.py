@@ -240,6 +240,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         ("tier_high: -1", "graph.tier_high"),
         ("entity_match: fuzzy", "graph.entity_match"),
         ("catrag_ablate: [hubs]", "graph.catrag_ablate"),
+        ("catrag_synonym_scale: 0", "graph.catrag_synonym_scale"),
     ],
 )
 def test_bad_graph_parameters_are_one_line(home: Path, line: str, named: str) -> None:
@@ -258,6 +259,36 @@ def test_the_defaults_are_todays_graph_and_the_papers_catrag(home: Path) -> None
     (home / "params.yaml").write_text("graph:\n  fact_edge_scale: 2\n  tier_source: learned\n")
     p = load_params().graph
     assert (p.fact_edge_scale, p.tier_source) == (2.0, "learned")
+
+
+@pytest.mark.unit
+def test_catrag_synonym_scale_multiplies_synonym_edges_and_names_the_rebuild() -> None:
+    """graph.catrag_synonym_scale (CatRAG's released code: × 3) scales catrag's synonym
+    edges only; on an index with no synonym edge it is one line naming the rebuild."""
+    from r2adapter.retrieve.catrag import CatragRetriever
+
+    _, _, op = _tiny_graph()
+    edges = Edges(
+        np.array([0, 5, 1]), np.array([1, 0, 4]), np.array([1.0, 1.0, 0.9]),
+        np.array([FACT_EDGE, PASSAGE_EDGE, SYNONYM_EDGE]),
+    )  # fmt: skip
+    r = CatragRetriever.__new__(CatragRetriever)
+    r.dataset = "tiny"
+    r.params = GraphParams(synonym_edge_scale=2.0, catrag_synonym_scale=3.0)
+    assert r.scales == (1.0, 6.0)
+    tripled = Operator.build(8, edges, *r.scales)
+    assert tripled.adjacency[1, 4] == pytest.approx(0.9 * 6.0)
+    assert tripled.adjacency[0, 1] == pytest.approx(1.0)  # fact edges as they were
+    g = SimpleNamespace(edges=edges, version=SimpleNamespace(id=4))
+    r.cache = SimpleNamespace(get=lambda dataset: g)  # type: ignore[assignment]
+    r.check_synonyms()  # a synonym edge exists: fine
+    g.edges = Edges(edges.src[:2], edges.dst[:2], edges.weight[:2], edges.kind[:2])
+    with pytest.raises(R2AError) as e:
+        r.check_synonyms()
+    msg = str(e.value)
+    assert "\n" not in msg and "version 4 of tiny" in msg and "r2a index --dataset tiny" in msg
+    r.params = GraphParams()  # 1.0: nothing to check
+    r.check_synonyms()
 
 
 # ---- on the shipped sample index ---------------------------------------------------------

@@ -58,7 +58,7 @@ from r2adapter.retrieve.catrag_tiers import (
     tier_multipliers,
 )
 from r2adapter.retrieve.graph import GraphRetriever, Seeding, run_ppr, seed_graph
-from r2adapter.retrieve.graph_index import GRAPHS, GraphCache, GraphIndex, Operator
+from r2adapter.retrieve.graph_index import GRAPHS, SYNONYM_EDGE, GraphCache, GraphIndex, Operator
 from r2adapter.retrieve.ppr import ColumnEdits
 from r2adapter.retrieve.strategies import ABLATIONS
 
@@ -221,6 +221,21 @@ class CatragRetriever(GraphRetriever):
         # graph.catrag_ablate, then the caller's
         self.ablate = check_ablations((*self.params.catrag_ablate, *ablate))
         self.tiers = tiers or tier_source(self.params)
+        self.check_synonyms()
+
+    def check_synonyms(self) -> None:
+        """graph.catrag_synonym_scale ≠ 1 on an index with no synonym edge would change
+        nothing and say nothing: one line naming the rebuild instead."""
+        if self.params.catrag_synonym_scale == 1.0:
+            return
+        g = self.cache.get(self.dataset)
+        if g.edges is None or not bool((g.edges.kind == SYNONYM_EDGE).any()):
+            raise R2AError(
+                f"graph.catrag_synonym_scale is {self.params.catrag_synonym_scale:g} but index "
+                f"version {g.version.id} of {self.dataset} holds no synonym edge: rebuild it "
+                f"with `r2a index --dataset {self.dataset}` at a graph.synonym_threshold that "
+                "links entities, or set graph.catrag_synonym_scale: 1.0"
+            )
 
     def warmup(self) -> None:
         """Load what the first query would: the graph's maps, spaCy, the entity embeddings."""
@@ -272,6 +287,13 @@ class CatragRetriever(GraphRetriever):
         if self.observe is not None:
             self.observe(ppr, op, figures)
         return ppr[g.n_entities :], g, True
+
+    @property
+    def scales(self) -> tuple[float, float]:
+        """The graph's edge scales, synonym edges × graph.catrag_synonym_scale (CatRAG's
+        released code: × 3)."""
+        p = self.params
+        return (p.fact_edge_scale, p.synonym_edge_scale * p.catrag_synonym_scale)
 
     @property
     def anchoring(self) -> bool:
