@@ -4,9 +4,13 @@ time, so only a few requests may wait for it; the rest are told at once to come 
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+log = logging.getLogger("r2a.serving")
 
 
 class Overloaded(Exception):
@@ -31,3 +35,28 @@ class Gate:
         finally:
             with self._lock:
                 self.inside -= 1
+
+
+class _Refusals:
+    """Overload refusals (429, 503 overload) as at most one WARNING line every `every_s`
+    seconds, saying how many there were since the last: under overload a line a refusal
+    would be the log's main traffic (issue 27: 10,799 lines in 60 s), and each is counted in
+    /metrics (`r2a_unavailable_total`) anyway."""
+
+    def __init__(self, every_s: float = 10.0) -> None:
+        self.every_s = every_s
+        self.count = 0
+        self.last = -every_s
+        self._lock = threading.Lock()
+
+    def __call__(self, why: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self.count += 1
+            if now - self.last < self.every_s:
+                return
+            n, self.count, self.last = self.count, 0, now
+        log.warning("overloaded: %s; %d request(s) refused since the last such line", why, n)
+
+
+refused = _Refusals()

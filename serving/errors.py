@@ -14,12 +14,17 @@ from starlette.responses import JSONResponse
 
 # status → what it means for this service (the OpenAPI descriptions)
 ERRORS: dict[int, str] = {
+    400: "Host header not among R2A_ALLOWED_HOSTS (when that is set)",
     401: "Missing or wrong API key (`Authorization: Bearer <key>`)",
     405: "Method not allowed (the endpoints take POST)",
+    408: "Body (or request head) not received within R2A_BODY_TIMEOUT_S "
+    "(R2A_HEADER_TIMEOUT_S); the connection is closed",
     413: "Body larger than the limit (R2A_MAX_BODY_BYTES)",
     415: "Body is not application/json",
-    422: "Bad input: malformed JSON or a field out of range (`field` names it)",
+    422: "Bad input: malformed JSON (or nested deeper than 32), a field out of range or not "
+    "text (`field` names it)",
     429: "Too many requests in flight: retry after `Retry-After` seconds",
+    431: "Request head larger than 16 KiB; the connection is closed",
     503: "Overloaded, or a dependency (database, champion, index, LLM) is unavailable: "
     "retry after `Retry-After` seconds",
 }

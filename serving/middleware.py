@@ -1,31 +1,43 @@
 """The service's front door, an ASGI middleware mounted on the BentoML service: everything a
 request must pass before an endpoint runs, and the one error shape on the way out.
 
-In order: the readiness probes (answered here, as JSON); the in-flight limit (429 with
-Retry-After); the API key (R2A_API_KEY; 401); POST only (405); `application/json` only
-(415, so that no web page can send a no-preflight POST); the body bounded before it is read
-(413); the body parsed and validated (422 naming the field), then handed on normalised.
+In order: the readiness probes (answered here, as JSON); the API key (R2A_API_KEY; 401);
+POST only (405); `application/json` only (415, so that no web page can send a no-preflight
+POST); the body bounded before it is read (413) and read under a deadline
+(R2A_BODY_TIMEOUT_S; 408); the body parsed and validated (422 naming the field; nesting
+checked before it is parsed); only then the in-flight limit (429 with Retry-After), so a
+client that sends its body slowly holds no slot; then the body is handed on normalised.
 On the way out every error body becomes `{"error", "field"}` without connection strings,
 503/429 get Retry-After and are counted in /metrics, and client errors are logged as one
 line without a traceback.
+
+Below the ASGI app: `GuardedH11`, uvicorn's HTTP/1.1 protocol with a deadline on the request
+head (R2A_HEADER_TIMEOUT_S; 408, then the connection closes) and a 431 (not a reset) for a
+head over h11's 16 KiB limit; and `bound_metric_labels`, which makes BentoML's own request
+metrics label a request by its route (or `other`) instead of its raw path.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import logging
 import os
+import re
 import typing as t
 
 import bentoml
+import h11
 from anyio import to_thread
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp as App
 from starlette.types import Message, Receive, Scope, Send
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from serving.admission import refused
 from serving.errors import document_errors, error_bytes, error_response
-from serving.requests import MAX_BATCH, BadRequest, validate_body
+from serving.requests import MAX_BATCH, BadRequest, too_deep, validate_body
 from serving.state import probe
 
 log = logging.getLogger("r2a.serving")
@@ -49,6 +61,10 @@ def _env_int(name: str, default: int) -> int:
     return int(os.environ.get(name, str(default)))
 
 
+def _env_float(name: str, default: float) -> float:
+    return float(os.environ.get(name, str(default)))
+
+
 class Hardening:
     """Pure ASGI (no BaseHTTPMiddleware: it would buffer every response)."""
 
@@ -61,16 +77,23 @@ class Hardening:
         self.readiness = readiness  # (answer path?) -> (ready, body)
         self.max_body = _env_int("R2A_MAX_BODY_BYTES", 1 << 20)
         self.max_in_flight = _env_int("R2A_MAX_IN_FLIGHT", 64)
+        self.body_timeout_s = _env_float("R2A_BODY_TIMEOUT_S", 10.0)
         self.in_flight = 0
         key = os.environ.get("R2A_API_KEY") or ""
         self.key = key.encode()
         self.key_everywhere = bool(key) and os.environ.get("R2A_API_KEY_ALL", "0") == "1"
+        self.hosts = allowed_hosts(os.environ.get("R2A_ALLOWED_HOSTS", ""))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         path: str = scope["path"]
+        if self.hosts and path not in PROBES and not host_allowed(scope, self.hosts):
+            # a DNS-rebinding page reaches us under its own name: only the configured ones
+            resp = error_response(400, "this host name is not served here (R2A_ALLOWED_HOSTS)")
+            await self._reject(resp, path.strip("/"), scope, receive, send)
+            return
         if path in ("/readyz", "/readyz/answer"):
             if scope["method"] in ("GET", "HEAD"):
                 await self._probe(scope, receive, send, answer=path.endswith("answer"))
@@ -83,29 +106,49 @@ class Hardening:
             await self.app(scope, receive, _ErrorShaper(send, "other"))
             return
         endpoint = path.strip("/")
-        if self.in_flight >= self.max_in_flight:
-            resp = error_response(429, "too many requests in flight: retry later", None, "overload")
-            await self._send_counted(resp, endpoint, scope, receive, send)
+        if endpoint in API_PATHS:  # the slot is taken once the body is in (_api)
+            await self._api(scope, receive, send, endpoint)
             return
-        self.in_flight += 1
+        if not await self._admit(endpoint, scope, receive, send):
+            return
         try:
-            await self._guarded(scope, receive, send, endpoint)
+            await self._other(scope, receive, send, endpoint)
         finally:
             self.in_flight -= 1
 
-    async def _guarded(self, scope: Scope, receive: Receive, send: Send, endpoint: str) -> None:
+    async def _admit(self, endpoint: str, scope: Scope, receive: Receive, send: Send) -> bool:
+        """Take an in-flight slot, or answer 429 (one WARNING line now and then, counted)."""
+        if self.in_flight >= self.max_in_flight:
+            refused(f"{self.max_in_flight} requests in flight (R2A_MAX_IN_FLIGHT)")
+            resp = error_response(429, "too many requests in flight: retry later", None, "overload")
+            await self._send_counted(resp, endpoint, scope, receive, send)
+            return False
+        self.in_flight += 1
+        return True
+
+    async def _other(self, scope: Scope, receive: Receive, send: Send, endpoint: str) -> None:
+        """Everything but the API: /docs.json, /metrics, the Swagger page, 404s."""
         if not self._authorised(scope, endpoint):
-            resp = error_response(
-                401, "missing or wrong API key: send `Authorization: Bearer <key>`"
-            )
-            resp.headers["WWW-Authenticate"] = "Bearer"
-            await self._reject(resp, endpoint, scope, receive, send)
+            await self._unauthorised(endpoint, scope, receive, send)
             return
         if scope["path"] == "/docs.json":
             await self._docs(scope, receive, send)
             return
-        if endpoint not in API_PATHS:
-            await self.app(scope, receive, _ErrorShaper(send, endpoint))
+        if scope["path"] == "/" and scope["method"] in ("GET", "HEAD"):
+            await _swagger_page()(scope, receive, send)
+            return
+        await self.app(scope, receive, _ErrorShaper(send, endpoint))
+
+    async def _unauthorised(
+        self, endpoint: str, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        resp = error_response(401, "missing or wrong API key: send `Authorization: Bearer <key>`")
+        resp.headers["WWW-Authenticate"] = "Bearer"
+        await self._reject(resp, endpoint, scope, receive, send)
+
+    async def _api(self, scope: Scope, receive: Receive, send: Send, endpoint: str) -> None:
+        if not self._authorised(scope, endpoint):
+            await self._unauthorised(endpoint, scope, receive, send)
             return
         if scope["method"] != "POST":
             resp = error_response(405, f"/{endpoint} takes POST, not {scope['method']}")
@@ -118,23 +161,44 @@ class Hardening:
             msg = f"the body must be application/json, not {ctype or 'untyped'}"
             await self._reject(error_response(415, msg), endpoint, scope, receive, send)
             return
-        body = await self._read(scope, receive, headers)
+        try:
+            async with asyncio.timeout(self.body_timeout_s):
+                body = await self._read(scope, receive, headers)
+        except TimeoutError:
+            msg = f"the body was not received within {self.body_timeout_s:g} s"
+            resp = error_response(408, msg, "body")
+            resp.headers["Connection"] = "close"  # what is left of the body is not read
+            await self._reject(resp, endpoint, scope, receive, send)
+            return
         if body is None:
             msg = f"the body is larger than {self.max_body} bytes"
             await self._reject(error_response(413, msg), endpoint, scope, receive, send)
             return
         try:
-            data = json.loads(body)  # an empty body is malformed too: the schema requires one
-            clean = validate_body(endpoint, data)
-        except ValueError as e:  # json's decode errors are ValueErrors
-            resp = error_response(422, f"malformed JSON: {e}", "body")
-            await self._reject(resp, endpoint, scope, receive, send)
-            return
+            clean = self._parse(endpoint, body)
         except BadRequest as e:
             resp = error_response(422, e.message, e.field)
             await self._reject(resp, endpoint, scope, receive, send)
             return
-        await self.app(_with_length(scope, clean), _replay(clean), _ErrorShaper(send, endpoint))
+        if not await self._admit(endpoint, scope, receive, send):
+            return
+        try:
+            await self.app(_with_length(scope, clean), _replay(clean), _ErrorShaper(send, endpoint))
+        finally:
+            self.in_flight -= 1
+
+    @staticmethod
+    def _parse(endpoint: str, body: bytes) -> dict[str, t.Any]:
+        """The body validated and normalised, or BadRequest (a 422)."""
+        if too_deep(body):  # before json.loads, whose recursion a deep body exhausts
+            raise BadRequest("body", "malformed JSON: nested too deeply")
+        try:
+            data = json.loads(body)  # an empty body is malformed too: the schema requires one
+        except RecursionError:  # nesting the scan above did not see (never expected)
+            raise BadRequest("body", "malformed JSON: nested too deeply") from None
+        except ValueError as e:  # json's decode errors (and bad UTF-8) are ValueErrors
+            raise BadRequest("body", f"malformed JSON: {e}") from None
+        return validate_body(endpoint, data)
 
     def _authorised(self, scope: Scope, endpoint: str) -> bool:
         if not self.key or (endpoint != "reload" and not self.key_everywhere):
@@ -196,6 +260,7 @@ class Hardening:
         await self.app(scope, receive, sink.send)
         try:
             spec = document_errors(json.loads(sink.body), [f"/{p}" for p in API_PATHS])
+            spec["info"] = SPEC_INFO  # BentoML's says its version and links its Slack
             document_batch_bounds(spec)
             if self.key:
                 document_auth(spec, API_PATHS if self.key_everywhere else ("reload",))
@@ -203,6 +268,64 @@ class Hardening:
             await error_response(500, "cannot build the OpenAPI document")(scope, receive, send)
             return
         await JSONResponse(spec)(scope, receive, send)
+
+
+SPEC_INFO = {
+    "title": "R²Adapter",
+    "version": "1",
+    "description": "Routing, rewriting, retrieval and answers over HTTP: the endpoints, "
+    "their bodies and the one error shape `{error, field}`.",
+}
+# BentoML's Swagger page (_bentoml_impl/server/main-openapi.html) loads Google Tag Manager
+# from googletagmanager.com; this one loads only the service's own files, and says so
+SWAGGER_PAGE = b"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="UTF-8">
+<title>R2Adapter API</title>
+<link rel="stylesheet" type="text/css" href="./static_content/swagger-ui.css">
+<link rel="stylesheet" type="text/css" href="./static_content/index.css">
+</head>
+<body>
+<div id="swagger-ui"></div>
+<script src="./static_content/swagger-ui-bundle.js" charset="UTF-8"></script>
+<script src="./static_content/swagger-ui-standalone-preset.js" charset="UTF-8"></script>
+<script src="./static_content/swagger-initializer.js" charset="UTF-8"></script>
+</body>
+</html>
+"""
+SWAGGER_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+)
+
+
+def _swagger_page() -> t.Any:
+    from starlette.responses import Response
+
+    headers = {
+        "Content-Security-Policy": SWAGGER_CSP,
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "no-referrer",
+    }
+    return Response(SWAGGER_PAGE, media_type="text/html; charset=utf-8", headers=headers)
+
+
+def allowed_hosts(setting: str) -> tuple[str, ...]:
+    """R2A_ALLOWED_HOSTS: comma-separated host names (`*.example.com` for a domain's
+    subdomains); unset or empty, every Host is served."""
+    return tuple(h.strip().lower() for h in setting.split(",") if h.strip())
+
+
+def host_allowed(scope: Scope, hosts: tuple[str, ...]) -> bool:
+    raw = dict(scope["headers"]).get(b"host", b"").decode("latin-1").strip().lower()
+    host = raw.rsplit(":", 1)[0] if not raw.endswith("]") else raw  # the port is not the name
+    if host.startswith("[") and "]" in host:
+        host = host[: host.index("]") + 1]
+    for h in hosts:
+        if h == "*" or host == h or (h.startswith("*.") and host.endswith(h[1:])):
+            return True
+    return False
 
 
 def document_batch_bounds(spec: dict[str, t.Any]) -> None:
@@ -309,3 +432,169 @@ class _ErrorShaper:
             CLIENT_ERRORS.labels(endpoint=_label(self.endpoint), status=str(status)).inc()
         await self.send({**self.start, "headers": keep})
         await self.send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+# -- below the ASGI app: the request head, and BentoML's own request metrics -------------------
+
+INFRA_PATHS = ("/", "/docs.json", "/schema.json", "/metrics", *PROBES)
+
+
+def route_label(path: str) -> str:
+    """A request's metric label: its route, or `other` (bounded, and no byte of a client's
+    path reaches the exposition)."""
+    if path in INFRA_PATHS or path.strip("/") in API_PATHS:
+        return path
+    from bentoml._internal.context import server_context
+
+    if path in (server_context.service_routes or ()):  # an endpoint added later (a webhook)
+        return path
+    if path.startswith(("/static_content/", "/assets/")):
+        return "/" + path.split("/", 2)[1]  # the Swagger page's files: one label a folder
+    return "other"
+
+
+def bound_metric_labels() -> None:
+    """BentoML's request metrics (`r2a_request_total`, `_duration_seconds`, `_in_progress`)
+    label each request with `scope["path"]`, so requests to made-up paths grew /metrics
+    without bound (2,000 of them: 175 KB to 8.4 MB). Its middleware is the outermost and is
+    looked up by name when the app is built (`_bentoml_impl/server/app.py`): replace it,
+    before that, with one that sees the route label as the path and hands the real path on."""
+    from bentoml._internal.server.http import instruments
+
+    base = instruments.RunnerTrafficMetricsMiddleware
+    if getattr(base, "r2a_bounded", False):
+        return
+
+    class BoundedTrafficMetrics(base):  # type: ignore[misc,valid-type]
+        r2a_bounded = True
+
+        def __init__(self, app: App, **kw: t.Any) -> None:
+            super().__init__(_RealPath(app), **kw)
+
+        async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] == "http" and scope["path"] != "/metrics":
+                scope = {**scope, "path": route_label(scope["path"]), "r2a.path": scope["path"]}
+            await super().__call__(scope, receive, send)
+
+    instruments.RunnerTrafficMetricsMiddleware = BoundedTrafficMetrics  # type: ignore[misc,assignment]
+
+
+class _RealPath:
+    def __init__(self, app: App) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if "r2a.path" in scope:
+            # control bytes escaped: BentoML's access log writes the path as is, so a `%0A`
+            # in it began a forged log line (no route has one: such a path is a 404 still)
+            path = _CONTROL.sub(lambda m: f"%{ord(m[0]):02X}", scope["r2a.path"])
+            scope = {**scope, "path": path}
+            del scope["r2a.path"]
+        await self.app(scope, receive, send)
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _raw_error(status: int, reason: str, error: str) -> bytes:
+    body = json.dumps({"error": error, "field": None}).encode()
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+class GuardedH11(H11Protocol):
+    """uvicorn's h11 protocol (the one BentoML's server runs: httptools is not installed)
+    with two bounds uvicorn lacks. A request head must arrive within R2A_HEADER_TIMEOUT_S
+    (10 s) of its first byte or of the connection (uvicorn waits for ever: a client sending
+    a header line a minute held its connection open indefinitely); then a 408 and the
+    connection closes. A head over h11's limit (16 KiB) gets a 431 in the error shape, and
+    the rest of what the client sends is read and dropped for up to 2 s before the close,
+    so the client reads the answer instead of a reset (uvicorn answers 400 and closes on
+    unread data)."""
+
+    header_timeout_s = _env_float("R2A_HEADER_TIMEOUT_S", 10.0)
+    drain_s = 2.0
+
+    def __init__(self, *args: t.Any, **kwargs: t.Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._hint: int | None = None
+        self._draining = False
+        next_event = self.conn.next_event
+
+        def noted() -> t.Any:  # the status h11 suggests for a bad head (431: too large)
+            try:
+                return next_event()
+            except h11.RemoteProtocolError as e:
+                self._hint = e.error_status_hint
+                raise
+
+        self.conn.next_event = noted  # type: ignore[method-assign]
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        if self._draining:
+            return
+        super().data_received(data)
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            self._arm()  # a head begun and not complete: its deadline runs (once armed)
+        else:
+            self._disarm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        if self._head_timer is None:
+            self._head_timer = self.loop.call_later(self.header_timeout_s, self._head_late)
+
+    def _disarm(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_late(self) -> None:
+        self._head_timer = None
+        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+            return
+        if self.conn.our_state is not h11.IDLE:  # a response is still going out
+            return
+        msg = f"the request head was not received within {self.header_timeout_s:g} s"
+        log.info("408 from %s: %s", _peer(self.client), msg)
+        CLIENT_ERRORS.labels(endpoint="other", status="408").inc()
+        self.transport.write(_raw_error(408, "Request Timeout", msg))
+        self.transport.close()
+
+    def send_400_response(self, msg: str) -> None:
+        if self._hint != 431:
+            super().send_400_response(msg)
+            return
+        limit = self.conn._max_incomplete_event_size  # noqa: SLF001 - h11's own limit
+        error = f"the request head is larger than {limit} bytes"
+        log.info("431 from %s: %s", _peer(self.client), error)
+        CLIENT_ERRORS.labels(endpoint="other", status="431").inc()
+        self.transport.write(_raw_error(431, "Request Header Fields Too Large", error))
+        self._disarm()
+        self._draining = True
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self.loop.call_later(self.drain_s, self.transport.close)
+
+
+def _peer(client: tuple[str, int] | None) -> str:
+    return f"{client[0]}:{client[1]}" if client else "a client"
+
+
+def install_http_guards() -> None:
+    """Make uvicorn (which BentoML starts with `http="auto"`) run GuardedH11."""
+    from uvicorn import config
+
+    for name in ("auto", "h11"):
+        config.HTTP_PROTOCOLS[name] = "serving.middleware:GuardedH11"

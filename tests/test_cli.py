@@ -16,7 +16,7 @@ def test_validate_2wiki_reports_complete_gold(pg_env: dict[str, str]) -> None:
     r = run_cli(["data", "validate", "--dataset", "2wikimultihopqa"], pg_env)
     assert r.returncode == 0, r.stderr
     assert "1000 queries, 860 with complete gold" in r.stdout
-    assert r.stdout.count("PASS ") == 13 and "FAIL" not in r.stdout
+    assert r.stdout.count("PASS ") == 16 and "FAIL" not in r.stdout
 
 
 def test_bad_files_give_one_line(pg_env: dict[str, str], tmp_path: Path) -> None:

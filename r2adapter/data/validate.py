@@ -13,6 +13,7 @@ import pandas as pd
 from r2adapter.data.schema import MAX_PASSAGE_CHARS, Dataset, Passage
 
 BLANK = r"^\s*$"
+NUL = r"\x00"  # Postgres' text cannot hold it: `r2a data load` would refuse the row
 
 
 @dataclass(frozen=True)
@@ -69,8 +70,9 @@ class Report:
 
 
 def corpus_problems(ds: Dataset) -> list[str]:
-    """What validation fails on and a load cannot store as given: repeated passages and
-    passages over MAX_PASSAGE_CHARS. Plain Python (milliseconds), so that `r2a data load`
+    """What validation fails on and a load cannot store as given: repeated passages,
+    passages over MAX_PASSAGE_CHARS, and a NUL character in a passage or a question
+    (Postgres' text type cannot hold one). Plain Python (milliseconds), so that `r2a data load`
     and `r2a index` refuse the corpora `r2a data validate` fails, without running the suites."""
     problems = []
     by_id: dict[str, Passage] = {}
@@ -96,6 +98,17 @@ def corpus_problems(ds: Dataset) -> list[str]:
         problems.append(
             f"{len(retitled)} passage(s) repeat another's text under another title "
             f"(e.g. '{retitled[0].title[:60]}')"
+        )
+    nul = [p for p in by_id.values() if "\x00" in p.title or "\x00" in p.text]
+    if nul:
+        problems.append(
+            f"{len(nul)} passage(s) contain a NUL character (e.g. {nul[0].title[:60]!r}): remove it"
+        )
+    nul_q = [q for q in ds.queries if "\x00" in q.question]
+    if nul_q:
+        problems.append(
+            f"{len(nul_q)} question(s) contain a NUL character (e.g. query {nul_q[0].id}): "
+            "remove it"
         )
     long = [p for p in by_id.values() if len(p.text) > MAX_PASSAGE_CHARS]
     if long:
@@ -142,6 +155,8 @@ def _suites(ds: Dataset) -> dict[str, list[Any]]:
             e.ExpectColumnValuesToBeUnique(column="id"),
             e.ExpectColumnValuesToNotMatchRegex(column="title", regex=BLANK),
             e.ExpectColumnValuesToNotMatchRegex(column="text", regex=BLANK),
+            e.ExpectColumnValuesToNotMatchRegex(column="title", regex=NUL),
+            e.ExpectColumnValuesToNotMatchRegex(column="text", regex=NUL),
             e.ExpectColumnValuesToBeUnique(column="text"),
             e.ExpectColumnValueLengthsToBeBetween(column="text", max_value=MAX_PASSAGE_CHARS),
         ],
@@ -149,6 +164,7 @@ def _suites(ds: Dataset) -> dict[str, list[Any]]:
             e.ExpectTableRowCountToBeBetween(min_value=1),
             e.ExpectColumnValuesToBeUnique(column="id"),
             e.ExpectColumnValuesToNotMatchRegex(column="question", regex=BLANK),
+            e.ExpectColumnValuesToNotMatchRegex(column="question", regex=NUL),
             e.ExpectColumnValuesToBeBetween(column="n_answers", min_value=1),
             # A query marked complete must name its gold passages.
             e.ExpectColumnValuesToBeBetween(
