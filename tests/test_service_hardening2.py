@@ -405,3 +405,13 @@ def test_validate_and_load_refuse_a_nul_alike() -> None:
     assert not report.success
     failed = {(c.table, c.column) for c in report.checks if not c.success}
     assert {("corpus", "title"), ("corpus", "text")} <= failed, failed
+
+
+@pytest.mark.unit
+def test_the_cli_reads_a_file_with_a_utf8_bom_as_the_service_does(tmp_path: Path) -> None:
+    from r2adapter.data.adapters import read_json
+
+    f = tmp_path / "q.json"
+    f.write_bytes(b"\xef\xbb\xbf" + json.dumps([{"question": "who?"}]).encode())
+    assert read_json(f) == [{"question": "who?"}]
+    assert json.loads(f.read_bytes()) == [{"question": "who?"}]  # what the service does

@@ -52,7 +52,7 @@ def read_json(path: Path) -> Any:
     if not path.is_file():
         raise DataError(f"{path}: file not found")
     try:
-        with path.open(encoding="utf-8") as f:
+        with path.open(encoding="utf-8-sig") as f:  # a BOM, as the service accepts one
             return json.load(f)
     except json.JSONDecodeError as e:
         raise DataError(
