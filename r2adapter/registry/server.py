@@ -321,12 +321,18 @@ def webhook_secret() -> str:
     return secret
 
 
-def register_webhook(target: str, tracking_uri: str | None = None, name: str = WEBHOOK_NAME) -> str:
+def register_webhook(
+    target: str,
+    tracking_uri: str | None = None,
+    name: str = WEBHOOK_NAME,
+    secret: str | None = None,
+) -> str:
     """Subscribe `target` (the service's /webhooks/mlflow) to alias changes, signed with
-    R2A_WEBHOOK_SECRET; a webhook of the same name is updated, not duplicated. Returns its id."""
+    `secret` (default R2A_WEBHOOK_SECRET); a webhook of the same name is updated, not
+    duplicated. Returns its id."""
     from mlflow import MlflowClient
 
-    secret = webhook_secret()
+    secret = secret or webhook_secret()
     client = MlflowClient(tracking_uri=tracking_uri or url(), registry_uri=tracking_uri or url())
     try:
         existing = [w for w in client.list_webhooks(max_results=1000) if w.name == name]
