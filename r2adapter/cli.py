@@ -366,6 +366,19 @@ def _evaluate_kway(args: argparse.Namespace) -> int:
     return 0
 
 
+def _evaluate_corpora(args: argparse.Namespace) -> int:
+    """`r2a evaluate corpora`: every strategy and router on every corpus (issue 24)."""
+    from r2adapter.evaluate.corpora import evaluate_corpora, table_lines
+
+    r = evaluate_corpora(args.dataset or None, args.budget)
+    if _emit(args, r):
+        return 0
+    for line in table_lines(r):
+        print(line)
+    print(f"  saved: {r.get('saved')}")
+    return 0
+
+
 def _evaluate_routing(args: argparse.Namespace) -> int:
     from r2adapter import steps
     from r2adapter.evaluate.reports import RoutingReport
@@ -689,11 +702,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     eo.add_argument(
         "--protocol",
-        choices=["cv5", "test", "all"],
+        choices=["cv5", "test", "all", "loco"],
         default=None,
         help="the k-way report: every router and strategy on the quality-cost plane, 5-fold "
-        "out of fold (cv5), on the frozen test split, or on all queries of a corpus the "
-        "routers were not trained on (label-free calibration)",
+        "out of fold (cv5), on the frozen test split, on all queries of a corpus the "
+        "routers were not trained on (label-free calibration), or leave-one-corpus-out "
+        "(loco: kway trained on the other labelled corpora, transferred label-free)",
     )
     eo.add_argument(
         "--budget",
@@ -710,6 +724,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     eo.add_argument("--json", action="store_true")
     eo.set_defaults(func=_evaluate_routing)
+    ec = esub.add_parser(
+        "corpora",
+        help="every strategy and router on every labelled corpus, paired against each "
+        "corpus's best fixed strategy (kway left-one-corpus-out); table and plot",
+    )
+    ec.add_argument(
+        "--dataset", action="append", help="a corpus (repeat; default: every labelled one)"
+    )
+    ec.add_argument("--budget", type=float, default=None, help="k-way cost budget in [0, 1]")
+    ec.add_argument("--json", action="store_true")
+    ec.set_defaults(func=_evaluate_corpora)
 
     cat = sub.add_parser("catrag", help="CatRAG: train its learned tier source")
     csub = cat.add_subparsers(dest="catrag_command", required=True)

@@ -604,6 +604,27 @@ class AdrParams:
         _need(self.llm_timeout_s > 0, "adr.llm_timeout_s must be > 0")
 
 
+@dataclass(frozen=True)
+class RewriteParams:
+    """Which of a structural rewrite's triplets seed the graph walk (params.yaml `rewrite:`,
+    issue 24). q′ keeps only the triplets whose parse confidence is at least
+    `min_confidence` (r2adapter/rewrite/structural.py CONF_*: 1.0 a pattern's, 0.7 a
+    parsed chain's, 0.5 a question word's relation on a name, 0.3 a side name's, 0 a
+    function-word relation or an adjective head); with `link_heads` a triplet seeds only
+    when its head is a phrase node of the graph (r2adapter/rewrite/seeding.py). The
+    defaults keep every triplet, as before; params.yaml holds the values chosen on the
+    development folds (docs/corpora.md)."""
+
+    min_confidence: float = 0.0
+    link_heads: bool = False
+
+    def check(self) -> None:
+        _need(
+            0.0 <= self.min_confidence <= 1.0,
+            f"rewrite.min_confidence must be in [0, 1], not {self.min_confidence}",
+        )
+
+
 # ---- the one loader of params.yaml ---------------------------------------------------------
 
 # params.yaml's sections and the dataclass each is read into; `router_<backbone>:` sections
@@ -616,6 +637,7 @@ SECTIONS: dict[str, type] = {
     "router": RouterParams,
     "kway": KwayParams,
     "adr": AdrParams,
+    "rewrite": RewriteParams,
 }
 _P = TypeVar(
     "_P",
@@ -626,6 +648,7 @@ _P = TypeVar(
     RouterParams,
     KwayParams,
     AdrParams,
+    RewriteParams,
 )
 
 
@@ -716,6 +739,7 @@ class Params:
     routers: dict[str, RouterParams]
     kway: KwayParams
     adr: AdrParams
+    rewrite: RewriteParams = RewriteParams()
 
 
 def load_params() -> Params:
@@ -734,6 +758,7 @@ def load_params() -> Params:
         },
         kway_params(_data=data),
         adr_params(_data=data),
+        rewrite_params(_data=data),
     )
 
 
@@ -787,3 +812,9 @@ def adr_params(_data: dict[str, Any] | None = None, **overrides: object) -> AdrP
     """AdrParams from params.yaml's `adr:` section, then explicit overrides."""
     data = _params_yaml() if _data is None else _data
     return _section(AdrParams, data, ("adr",), overrides)
+
+
+def rewrite_params(_data: dict[str, Any] | None = None, **overrides: object) -> RewriteParams:
+    """RewriteParams from params.yaml's `rewrite:` section, then explicit overrides."""
+    data = _params_yaml() if _data is None else _data
+    return _section(RewriteParams, data, ("rewrite",), overrides)

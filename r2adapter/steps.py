@@ -146,7 +146,12 @@ def evaluate_kway(
     unknown = [k for k in kinds if k not in TRAINED_ROUTERS]
     if unknown:
         raise R2AError(f"unknown router {unknown[0]!r}: choose among {', '.join(TRAINED_ROUTERS)}")
-    report = kway_report(name, protocol, budget, two_way=kinds)
+    if protocol == "loco":  # leave one corpus out (issue 24): kway only
+        from r2adapter.kway.loco import loco_report
+
+        report = loco_report(name, budget)
+    else:
+        report = kway_report(name, protocol, budget, two_way=kinds)
     if save:
         from r2adapter.kway.tracking import save_and_log
 

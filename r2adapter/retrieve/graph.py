@@ -210,6 +210,7 @@ def triplet_queries(query: str) -> list[str]:
 
 class GraphRetriever(Retriever):
     mode = "graph"
+    link_heads: bool | None = None  # seed only linked triplet heads; None: rewrite.link_heads
 
     def __init__(
         self,
@@ -292,7 +293,11 @@ class GraphRetriever(Retriever):
     def retrieve(self, query: str, k: int = 5, qvec: np.ndarray | None = None) -> list[Hit]:
         query = check_query(query)
         vec = self.encoder.encode_query(query) if qvec is None else qvec
-        texts = triplet_queries(query) if self.seed_triplets else []
+        texts: list[str] = []
+        if self.seed_triplets:  # rewrite.link_heads: only heads the graph knows (issue 24)
+            from r2adapter.rewrite.seeding import seed_texts
+
+            texts = seed_texts(query, self.cache.get(self.dataset), self.link_heads)
         extra = self.encoder.encode(texts) if texts else None
         scores, g, _ = self.scores(vec, extra, query)
         top = np.argsort(-scores, kind="stable")[:k]

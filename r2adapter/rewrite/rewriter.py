@@ -118,11 +118,14 @@ class Rewriter:
         max_tokens: int = MAX_TOKENS,
         max_triplets: int = MAX_TRIPLETS,
         backend: str | None = None,
+        min_confidence: float | None = None,
     ):
         """`backend`: "structural" or "llm"; None: `default_backend(llm)`.
         `llm=None` with the llm backend: the configured LLM, else the local model
         (`get_llm(default_local=True)`). `budget_s`: the most an LLM `rewrite()` call takes
-        (plus thread hand-off), cache hits aside.
+        (plus thread hand-off), cache hits aside. `min_confidence` (structural; None:
+        params.yaml rewrite.min_confidence): keep only triplets read at least this surely
+        (structural.py CONF_*); a question left with none falls back as `unparsed`.
         """
         if budget_s <= 0:
             raise ValueError(f"budget_s must be positive, not {budget_s}")
@@ -139,6 +142,11 @@ class Rewriter:
                 raise LLMError("the rewriter needs an LLM and none is configured")
         self.llm: LLM | None = llm
         self.budget_s = budget_s
+        if min_confidence is None:
+            from r2adapter.config import rewrite_params
+
+            min_confidence = rewrite_params().min_confidence
+        self.min_confidence = float(min_confidence)
         self.cache_size = max(0, cache_size)
         self.max_tokens = max_tokens
         self.max_triplets = max_triplets
@@ -217,16 +225,26 @@ class Rewriter:
         return self._done(query, t0, None, triplets)
 
     def _structural(self, query: str, key: str, t0: float) -> RewriteResult:
-        from r2adapter.rewrite.structural import Unparsed, decompose
+        from r2adapter.rewrite.structural import Unparsed, decompose_scored
 
         try:
-            found = decompose(key)
+            scored = decompose_scored(key)
+            found = [t for t, _ in scored]
             # the LLM path's own check: the same rules, so both emit the same format
             triplets = parse_triplets(json.dumps([list(t) for t in found]), self.max_triplets, key)
         except (Unparsed, MalformedRewrite) as e:
             log.debug("rewrite of %r: unparsed (%s)", key, e)
             self._remember(key, ([], "unparsed"))
             return self._done(query, t0, "unparsed")
+        if self.min_confidence > 0:  # rewrite.min_confidence: only what is likely right
+            conf: dict[Triplet, float] = {}
+            for t, c in scored:
+                norm = (" ".join(t[0].split()), " ".join(t[1].split()), " ".join(t[2].split()))
+                conf[norm] = max(c, conf.get(norm, 0.0))
+            triplets = [t for t in triplets if conf.get(t, 1.0) >= self.min_confidence]
+            if not triplets:
+                self._remember(key, ([], "unparsed"))
+                return self._done(query, t0, "unparsed")
         self._remember(key, (triplets, None))
         return self._done(query, t0, None, triplets)
 

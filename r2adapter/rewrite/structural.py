@@ -403,7 +403,28 @@ def _climb(span: Any, table: PatternTable) -> tuple[list[str], Any]:
     return rels, cur
 
 
+# How sure each reader is of a triplet (`decompose_scored`): a pattern reads the whole
+# question; the parse's main chain climbs from a name through of/possessive/relative-clause
+# governors (CHAIN) or only hangs the question word's relation on it (ASKED); another name
+# of the question hangs on whatever governs it (SIDE). A relation that is only a function
+# word ("of", "in", "was") or a head that is an adjective ("German", "Japanese") says
+# nothing a fact could match: 0. Which of them are seeded is rewrite.min_confidence.
+CONF_PATTERN, CONF_CHAIN, CONF_ASKED, CONF_SIDE = 1.0, 0.7, 0.5, 0.3
+_FUNCTION_WORDS = frozenset(
+    """of in on at to for from by with as into about was is were are be been has have had
+    does do did the a an and or that which who""".split()
+)
+
+
+def _weak(head: str, rel: str) -> bool:
+    return not rel.split() or all(w in _FUNCTION_WORDS for w in rel.split())
+
+
 def from_parse(q: str, table: PatternTable) -> list[Triplet]:
+    return [t for t, _ in from_parse_scored(q, table)]
+
+
+def from_parse_scored(q: str, table: PatternTable) -> list[tuple[Triplet, float]]:
     with _nlp_lock:  # spaCy pipelines are not safe to share across threads mid-call
         doc = parser()(q)
     spans = _names(doc)
@@ -418,14 +439,18 @@ def from_parse(q: str, table: PatternTable) -> list[Triplet]:
     if not path:
         raise Unparsed("no relation to the question word")
     head = span.text.strip("\"'“”‘’ ")
-    out = chain(head, path)
+    adjective = len(span) == 1 and span.root.pos_ == "ADJ"
+    base = CONF_CHAIN if rels else CONF_ASKED
+    out = [(t, 0.0 if adjective or _weak(t[0], t[1]) else base) for t in chain(head, path)]
     for s, _, _ in climbs[1:]:
         gov = s.root.head
         rel = (
             gov.text.lower() if gov is not s.root and gov.pos_ in ("VERB", "NOUN", "ADP") else None
         )
         if rel:
-            out.append((s.text.strip("\"'“”‘’ "), rel, TARGET))
+            name = s.text.strip("\"'“”‘’ ")
+            weak = _weak(name, rel) or (len(s) == 1 and s.root.pos_ == "ADJ")
+            out.append(((name, rel, TARGET), 0.0 if weak else CONF_SIDE))
     return out
 
 
@@ -441,6 +466,13 @@ def decompose(
     query: str, table: PatternTable | None = None, use_parse: bool = True
 ) -> list[Triplet]:
     """The triplet chain of a question, or Unparsed."""
+    return [t for t, _ in decompose_scored(query, table, use_parse)]
+
+
+def decompose_scored(
+    query: str, table: PatternTable | None = None, use_parse: bool = True
+) -> list[tuple[Triplet, float]]:
+    """The triplet chain with each triplet's confidence (CONF_*), or Unparsed."""
     table = table or load_table()
     q = normalise(query)
     if not q:
@@ -448,7 +480,7 @@ def decompose(
     for reader in (compare, frame):
         out = reader(q, table)
         if out:
-            return out
+            return [(t, CONF_PATTERN) for t in out]
     if not use_parse:
         raise Unparsed("no pattern matches")
-    return from_parse(q, table)
+    return from_parse_scored(q, table)

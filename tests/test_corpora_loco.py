@@ -1,0 +1,60 @@
+"""Issue 24: leave-one-corpus-out's training set and its comparison with the best fixed
+strategy, and the all-corpora table's one line for a corpus without gold. No Postgres."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from r2adapter.evaluate.corpora import table_lines
+from r2adapter.kway import loco
+
+pytestmark = pytest.mark.unit
+
+
+def test_training_corpora_leave_the_held_out_one_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    have = {"a", "b"}
+    monkeypatch.setattr(
+        loco,
+        "strategy_label_path",
+        lambda c: tmp_path / (f"{c}.jsonl" if c in have else "missing"),
+    )
+    for c in have:
+        (tmp_path / f"{c}.jsonl").write_text("{}\n")
+    assert loco.training_corpora("a", ["a", "b", "c"]) == ["b"]
+    assert loco.training_corpora("c", ["a", "b", "c"]) == ["a", "b"]
+
+
+def test_best_fixed_is_the_best_at_no_more_passages() -> None:
+    table = [SimpleNamespace(name=n) for n in ("dense@5", "graph@5", "graph@8")]
+    m = {"recall": np.array([[0.5, 1.0, 1.0], [0.5, 0.5, 1.0], [1.0, 0.5, 1.0]])}
+    routers = {
+        "always_dense@5": {"recall": 2 / 3, "mean_ms": 5.0, "mean_passages": 5.0},
+        "always_graph@5": {"recall": 2 / 3, "mean_ms": 10.0, "mean_passages": 5.0},
+        "always_graph@8": {"recall": 1.0, "mean_ms": 12.0, "mean_passages": 8.0},
+        "kway": {"recall": 5 / 6, "mean_ms": 8.0, "mean_passages": 5.0},
+    }
+    out = loco.best_fixed_comparison(np.array([1, 0, 0]), m, table, routers)["best_fixed"]
+    # graph@8 hands more passages: out; dense@5 ties graph@5 on recall and is cheaper
+    assert out["strategy"] == "dense@5"
+    assert out["paired"]["diff"] == pytest.approx(1 / 6)
+    assert out["ms_ratio"] == pytest.approx(8.0 / 5.0)
+
+
+def test_a_corpus_without_gold_is_one_line_and_costs() -> None:
+    report = {
+        "corpora": {
+            "logs": {
+                "dataset": "logs",
+                "note": "logs: no gold (or no labels): cost figures only",
+                "costs_ms": {"dense": 4.0, "graph": 9.5},
+            }
+        }
+    }
+    lines = table_lines(report)
+    assert lines[0].startswith("logs: no gold") and "graph 9.5 ms" in lines[1]
