@@ -33,7 +33,12 @@ from r2adapter.llm.base import LLMError
 from r2adapter.store.db import known_down
 from serving.admission import Gate, Overloaded, refused
 from serving.errors import error_response
-from serving.middleware import Hardening, bound_metric_labels, install_http_guards
+from serving.middleware import (
+    Hardening,
+    bound_metric_labels,
+    install_http_guards,
+    private_metrics_dir,
+)
 from serving.requests import (
     InfoOut,
     Mode,
@@ -133,6 +138,27 @@ class RouteBatcher:
                         f.set_result(r)
         finally:
             self._running -= 1
+
+
+def kway_routes(router: t.Any, queries: list[str], qvecs: t.Any) -> list[t.Any]:
+    """r2adapter.adapter.kway_route for a batch: one `decide` (one matrix product over the
+    corpus's embeddings, one index-version check) for the batch instead of one a query, which
+    had made the batcher's batches of up to 32 cost 32 separate decisions."""
+    from r2adapter.adapter import Route
+    from r2adapter.kway.strategies import parse_strategy
+
+    d = router.decide(queries, qvecs)
+    side = {n: parse_strategy(n).graph_side for n in d.strategies}
+    out = []
+    for i in range(len(queries)):
+        s = parse_strategy(d.strategy[i])
+        scores = {n: float(v) for n, v in zip(d.strategies, d.scores[i], strict=True)}
+        p_g = max((v for n, v in scores.items() if side[n]), default=0.0)
+        p_d = max((v for n, v in scores.items() if not side[n]), default=0.0)
+        out.append(
+            Route(s.mode, p_d, p_g, qvecs[i], s.rewritten, s.name, s.k, scores, bool(d.fallback[i]))
+        )
+    return out
 
 
 def limit_model_threads() -> int:
@@ -268,12 +294,9 @@ class R2AService:
         """The k-way decision: the strategy, its k and every head's score; `decision` is the
         side (dense or graph) a two-way client reads, p_dense / p_graph the most confident
         head of each side."""
-        from r2adapter.adapter import kway_route
-
         qvecs = self.state.encoder.encode(list(queries))
         out = []
-        for i, q in enumerate(queries):
-            r = kway_route(kway.router, q, qvecs[i : i + 1])
+        for r in kway_routes(kway.router, list(queries), qvecs):
             j = kway.router.cfg.strategies.index(r.strategy)
             out.append(
                 {
@@ -384,3 +407,4 @@ t.cast(t.Any, R2AService).add_asgi_middleware(WebhookReceiver)
 t.cast(t.Any, R2AService).add_asgi_middleware(Hardening)
 bound_metric_labels()  # BentoML's request metrics by route, not raw path (issue 27, item 5)
 install_http_guards()  # a deadline on the request head, 431 for a huge one (issue 27, item 1)
+private_metrics_dir()  # a second instance on the host no longer empties this one's /metrics
