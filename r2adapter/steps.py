@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from r2adapter.data.adapters import SHIPPED_DATASETS as SHIPPED_DATASETS
 from r2adapter.data.adapters import dataset_name, load_dataset
 from r2adapter.data.validate import Report
 from r2adapter.data.validate import validate as _validate
@@ -18,15 +19,6 @@ if TYPE_CHECKING:
     from r2adapter.registry.promote import PromoteResult
     from r2adapter.registry.register import TrainReport
     from r2adapter.retrieve.base import Hit
-
-SHIPPED_DATASETS = (
-    "sample",
-    "musique",
-    "hotpotqa",
-    "2wikimultihopqa",
-    "hotpotqa_dev",
-    "musique_dev",
-)
 
 
 def validate(dataset: str) -> Report:

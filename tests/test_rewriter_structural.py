@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 from r2adapter.config import GraphParams
-from r2adapter.retrieve.graph import reset_vector, triplet_queries
+from r2adapter.retrieve.graph import reset_vector
 from r2adapter.rewrite import Rewriter, default_backend, parse_triplets
+from r2adapter.rewrite.parse import triplet_queries
 from r2adapter.rewrite.structural import Unparsed, decompose
 
 ROOT = Path(__file__).resolve().parents[1]

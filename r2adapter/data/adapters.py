@@ -18,6 +18,16 @@ from r2adapter.config import settings
 from r2adapter.data.schema import Dataset, Passage, Query, passage_id
 from r2adapter.errors import DataError
 
+# the datasets shipped under data/ (DVC-tracked), in the order the loop loads them
+SHIPPED_DATASETS = (
+    "sample",
+    "musique",
+    "hotpotqa",
+    "2wikimultihopqa",
+    "hotpotqa_dev",
+    "musique_dev",
+)
+
 
 def _require_name(dataset: str) -> None:
     # Path("") is the current folder: a blank --dataset would silently name the checkout.

@@ -27,8 +27,8 @@ COST_QUERIES = 50  # questions timed per retriever on a corpus without gold
 
 
 def corpora_to_evaluate(names: Sequence[str] | None = None) -> list[str]:
+    from r2adapter.data.adapters import SHIPPED_DATASETS
     from r2adapter.kway.labels import strategy_label_path
-    from r2adapter.steps import SHIPPED_DATASETS
 
     if names:
         return list(names)

@@ -41,7 +41,7 @@ from r2adapter.kway.strategies import strategy_table
 def training_corpora(held_out: str, corpora: Sequence[str] | None = None) -> list[str]:
     """The corpora a leave-one-out router trains on: those given, else every shipped one
     with strategy labels, less the held-out corpus."""
-    from r2adapter.steps import SHIPPED_DATASETS
+    from r2adapter.data.adapters import SHIPPED_DATASETS
 
     names = list(corpora) if corpora else list(SHIPPED_DATASETS)
     return [c for c in names if c != held_out and strategy_label_path(c).is_file()]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -116,9 +115,9 @@ def reset_vector(
 ) -> tuple[np.ndarray, bool]:
     """Seeds for PPR; the flag is False when no fact matched (the caller falls back to dense).
 
-    `fact_queries`: more query vectors (a rewrite's triplets, `triplet_queries`), each
-    matched against the facts on its own; every query's top phrases seed PPR together,
-    a phrase reached by several keeping its highest weight."""
+    `fact_queries`: more query vectors (a rewrite's triplets, rewrite/parse.py
+    `triplet_queries`), each matched against the facts on its own; every query's top
+    phrases seed PPR together, a phrase reached by several keeping its highest weight."""
     s = seed_graph(g, qvec, p, fact_queries)
     return s.reset, s.matched
 
@@ -183,31 +182,6 @@ def ppr_structure(ppr: np.ndarray, op: Operator) -> dict[str, float]:
     return out
 
 
-_TRIPLET_LINE = re.compile(r"\[(?P<body>.+)\]")
-
-
-def triplet_queries(query: str) -> list[str]:
-    """The fact queries of a rewritten query q′ = q + one `[head, relation, tail]` line per
-    triplet (r2adapter/rewrite/parse.py): "head relation" (the start of a fact's text,
-    r2adapter/index/graph.py:fact_text) for each triplet whose head is named, not a
-    `<placeholder>` or `?`. A query without triplet lines gives none."""
-    out: list[str] = []
-    for line in query.splitlines()[1:]:
-        m = _TRIPLET_LINE.fullmatch(line.strip())
-        if m is None:
-            continue
-        body = m.group("body")
-        # the tail is `?`, a `<placeholder>` (either may hold commas) or the last part
-        cut = body.rfind(", <") if body.endswith(">") else body.rfind(", ")
-        head_rel = body[:cut] if cut > 0 else ""
-        head, _, rel = head_rel.rpartition(", ")
-        if head and rel and not head.startswith("<") and head != "?":
-            text = f"{head} {rel.strip().lower()}"
-            if text not in out:
-                out.append(text)
-    return out
-
-
 class GraphRetriever(Retriever):
     mode = "graph"
     link_heads: bool | None = None  # seed only linked triplet heads; None: rewrite.link_heads
@@ -221,10 +195,10 @@ class GraphRetriever(Retriever):
         seed_triplets: bool = True,
     ) -> None:
         """`seed_triplets`: a rewritten query's triplets become fact queries of their own
-        (`triplet_queries`), their top facts seeding PPR beside the query's (issue 15). On
-        by default: on 2Wiki's 860 complete-gold questions with the structural rewrite it
-        lifts graph FCR@5 .551 → .705 and Recall@5 .789 → .875, where q′ alone gives .549
-        and .790. A query without triplet lines is searched as before."""
+        (rewrite/parse.py `triplet_queries`), their top facts seeding PPR beside the query's
+        (issue 15). On by default: on 2Wiki's 860 complete-gold questions with the
+        structural rewrite it lifts graph FCR@5 .551 → .705 and Recall@5 .789 → .875, where
+        q′ alone gives .549 and .790. A query without triplet lines is searched as before."""
         self.dataset = dataset
         self.params = params or graph_params()  # params.yaml `graph:`
         self.check_params()  # before the encoder loads: a bad option is one line, at once

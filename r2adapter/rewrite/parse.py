@@ -121,3 +121,28 @@ def _first_json(text: str) -> Any:
     except ValueError:
         return None
     return obj
+
+
+_TRIPLET_LINE = re.compile(r"\[(?P<body>.+)\]")
+
+
+def triplet_queries(query: str) -> list[str]:
+    """The fact queries of a rewritten query q′ = q + one `[head, relation, tail]` line per
+    triplet (this module's format): "head relation" (the start of a fact's text,
+    r2adapter/index/graph.py:fact_text) for each triplet whose head is named, not a
+    `<placeholder>` or `?`. A query without triplet lines gives none."""
+    out: list[str] = []
+    for line in query.splitlines()[1:]:
+        m = _TRIPLET_LINE.fullmatch(line.strip())
+        if m is None:
+            continue
+        body = m.group("body")
+        # the tail is `?`, a `<placeholder>` (either may hold commas) or the last part
+        cut = body.rfind(", <") if body.endswith(">") else body.rfind(", ")
+        head_rel = body[:cut] if cut > 0 else ""
+        head, _, rel = head_rel.rpartition(", ")
+        if head and rel and not head.startswith("<") and head != "?":
+            text = f"{head} {rel.strip().lower()}"
+            if text not in out:
+                out.append(text)
+    return out

@@ -1,7 +1,7 @@
 """Which triplets of a rewritten query q′ seed the graph walk (issue 24).
 
 The graph search turns each triplet line of q′ into a fact query "head relation"
-(r2adapter/retrieve/graph.py `triplet_queries`). On 2Wiki, whose names are page titles, the
+(r2adapter/rewrite/parse.py `triplet_queries`). On 2Wiki, whose names are page titles, the
 heads are nodes of the graph; on free-form questions a parse's head is often a fragment
 ("Cannibal", "Shake It") whose fact query pulls in unrelated facts. With `rewrite.link_heads`
 a triplet seeds only when its head, normalised as the index normalises a phrase, is a phrase
@@ -35,7 +35,7 @@ def linked(head: str, g: Any) -> bool:
 def seed_texts(query: str, g: Any, link_heads: bool | None = None) -> list[str]:
     """q′'s fact queries (`triplet_queries`), with `link_heads` (None: params.yaml
     rewrite.link_heads) only those whose head is a node of `g`."""
-    from r2adapter.retrieve.graph import triplet_queries
+    from r2adapter.rewrite.parse import triplet_queries
 
     texts = triplet_queries(query)
     if not texts:
@@ -51,7 +51,7 @@ def seed_texts(query: str, g: Any, link_heads: bool | None = None) -> list[str]:
 def triplet_heads(query: str) -> dict[str, str]:
     """Each fact query of q′ → the head it was built from (a line read as
     `triplet_queries` reads it)."""
-    from r2adapter.retrieve.graph import triplet_queries
+    from r2adapter.rewrite.parse import triplet_queries
 
     out: dict[str, str] = {}
     for line in query.splitlines()[1:]:
