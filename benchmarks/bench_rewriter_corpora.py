@@ -30,9 +30,11 @@ from r2adapter.evaluate.metrics import full_chain, recall_at_k  # noqa: E402
 from r2adapter.kway.evaluate import paired_interval  # noqa: E402
 
 
-def _run(retriever: Any, enc: Any, texts: list[str]) -> list[list[str]]:
+def _run(retriever: Any, enc: Any, texts: list[str], questions: list[str]) -> list[list[str]]:
+    """q′ retrieved on q's own embedding, as the adapter serves a structural rewrite."""
     return [
-        [h.passage_id for h in retriever.retrieve(t, 5, qvec=enc.encode_query(t))] for t in texts
+        [h.passage_id for h in retriever.retrieve(t, 5, qvec=enc.encode_query(q))]
+        for t, q in zip(texts, questions, strict=True)
     ]
 
 
@@ -49,7 +51,8 @@ def corpus(dataset: str, confidences: list[float], split: str) -> dict[str, Any]
     g = make_retriever("graph", dataset, enc)
     g.warmup()  # type: ignore[attr-defined]
     gold = [q.gold_passage_ids for q in qs]
-    base = _run(g, enc, [q.question for q in qs])
+    questions = [q.question for q in qs]
+    base = _run(g, enc, questions, questions)
     r0 = np.array([recall_at_k(b, gl, 5) for b, gl in zip(base, gold, strict=True)])
     f0 = np.array([full_chain(b, gl, 5) for b, gl in zip(base, gold, strict=True)])
     out: dict[str, Any] = {"n": len(qs), "graph": {"recall@5": r0.mean(), "fcr@5": f0.mean()}}
@@ -59,7 +62,7 @@ def corpus(dataset: str, confidences: list[float], split: str) -> dict[str, Any]
         texts = [r.rewritten for r in res]
         for link in (False, True):
             g.link_heads = link  # type: ignore[attr-defined]
-            got = _run(g, enc, texts)
+            got = _run(g, enc, texts, questions)
             r1 = np.array([recall_at_k(b, gl, 5) for b, gl in zip(got, gold, strict=True)])
             f1 = np.array([full_chain(b, gl, 5) for b, gl in zip(got, gold, strict=True)])
             out[f"conf{c}_link{int(link)}"] = {
