@@ -10,7 +10,8 @@ export GX_ANALYTICS_ENABLED := false
 export DO_NOT_TRACK := 1
 
 .PHONY: install data run test test-fast lint format clean llm-server test-llm-server \
-	docker-up docker-down base-image wheelhouse image test-containers policy-scan print-image
+	docker-up docker-down base-image wheelhouse image test-containers test-pipeline-docker \
+	policy-scan print-image
 
 # torch first and alone: `torch==2.13.0` is the CPU build on this disk; everything else
 # is pinned in requirements.lock (regenerate with `make lock`).
@@ -115,7 +116,13 @@ image: base-image wheelhouse
 # The container tier alone (marker `containers`, tests/containers/): provisions Docker and
 # the images first, as the other tiers start their own Postgres.
 test-containers: image data
-	R2A_IMAGE=$(IMAGE) R2A_PG_IMAGE=$(PG_IMAGE) $(VENV)/bin/pytest -q -m containers tests/containers
+	R2A_IMAGE=$(IMAGE) R2A_PG_IMAGE=$(PG_IMAGE) $(VENV)/bin/pytest -q -m "containers and not pipeline_docker" tests/containers
+
+# Opt-in: the retraining pipeline under kfp.local's DockerRunner, every component in the
+# image, compared with the SubprocessRunner run on the same data (tests/containers/
+# test_pipeline_docker.py, marker pipeline_docker). 1-2 h on 2 cores: not in make test.
+test-pipeline-docker: image data
+	R2A_IMAGE=$(IMAGE) R2A_PG_IMAGE=$(PG_IMAGE) $(VENV)/bin/pytest -q -m pipeline_docker tests/containers
 
 # Every tier (unit, slow, integration: the real Postgres, MLflow and BentoML), and the
 # container tier when a Docker daemon answers (the images are built first, seconds when
@@ -124,7 +131,7 @@ test-containers: image data
 test: data
 	@if docker info >/dev/null 2>&1; then $(MAKE) -s image; \
 	else echo "make test: no Docker daemon reachable: the container tier (tests/containers, marker containers) is skipped; make test-containers provisions Docker and runs it"; fi
-	R2A_IMAGE=$(IMAGE) R2A_PG_IMAGE=$(PG_IMAGE) $(VENV)/bin/pytest -q
+	R2A_IMAGE=$(IMAGE) R2A_PG_IMAGE=$(PG_IMAGE) $(VENV)/bin/pytest -q -m "not pipeline_docker"
 
 # The unit tier: no Postgres, no server, under a minute (markers in pyproject.toml). It
 # pulls the data only when it is missing (a `dvc pull` that finds nothing to do takes
