@@ -69,6 +69,8 @@ def test_bench_quality_quick(pg_env: dict[str, str], tmp_path: Path) -> None:
     metrics.add("answer_in_context@5")  # the sample's queries carry answers
     # graph strategies: where the PPR mass sits, and the solver's time
     structure = {"fallbacks", "hub_mass", "ppr_weighted_strength", "ppr_ms_p50", "ppr_ms_p95"}
+    # and the entity-normalised reading (mass renormalised over the phrase nodes)
+    structure |= {"entity_mass", "hub_mass_entities", "ppr_weighted_strength_entities"}
     assert set(rv["modes"]) == {"dense", "graph", "catrag"}
     assert set(rv["modes"]["dense"]) == metrics
     assert set(rv["modes"]["graph"]) == metrics | structure
