@@ -37,7 +37,6 @@ from serving.middleware import (
     Hardening,
     bound_metric_labels,
     install_http_guards,
-    private_metrics_dir,
 )
 from serving.requests import (
     InfoOut,
@@ -269,8 +268,9 @@ class R2AService:
         ]
 
     def _route_many(self, queries: list[str]) -> list[dict[str, t.Any]]:
-        if known_down():  # fail in microseconds, before the queries are encoded
-            raise DatabaseError("the database is down (circuit breaker open)")
+        # no circuit-breaker check here: a two-way router decides in memory and keeps
+        # answering with the database down; a router that does reach it (the k-way index
+        # check) fails into @answers_errors' 503 with Retry-After
         champion = self.state.router()
         kway = self.state.kway
         if kway is not None:
@@ -407,4 +407,7 @@ t.cast(t.Any, R2AService).add_asgi_middleware(WebhookReceiver)
 t.cast(t.Any, R2AService).add_asgi_middleware(Hardening)
 bound_metric_labels()  # BentoML's request metrics by route, not raw path (issue 27, item 5)
 install_http_guards()  # a deadline on the request head, 431 for a huge one (issue 27, item 1)
-private_metrics_dir()  # a second instance on the host no longer empties this one's /metrics
+# private_metrics_dir() (serving/middleware.py) is not called: the project's own counters are
+# made before it could run and went on writing to the shared folder, so /metrics lost them
+# (tests/test_service.py::test_health_ready_and_metrics). Per-instance folders need the
+# folder set before any prometheus_client series exists (issue 27 item 7, reopened).

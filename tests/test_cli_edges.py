@@ -182,6 +182,6 @@ def test_validate_report_keeps_the_dvc_metric_keys(pg_env: dict[str, str], tmp_p
         "passages": 3,
         "queries": 1,
         "complete_gold": 1,
-        "expectations": 13,
+        "expectations": 16,
         "failed": 0,
     }
