@@ -77,7 +77,7 @@ class Hardening:
         self.readiness = readiness  # (answer path?) -> (ready, body)
         self.max_body = _env_int("R2A_MAX_BODY_BYTES", 1 << 20)
         self.max_in_flight = _env_int("R2A_MAX_IN_FLIGHT", 64)
-        self.body_timeout_s = _env_float("R2A_BODY_TIMEOUT_S", 10.0)
+        self.body_timeout_s = body_timeout_s()
         self.in_flight = 0
         key = os.environ.get("R2A_API_KEY") or ""
         self.key = key.encode()
@@ -218,19 +218,7 @@ class Hardening:
             declared = 0
         if declared > self.max_body:
             return None
-        chunks, size = [], 0
-        while True:
-            msg = await receive()
-            if msg["type"] == "http.disconnect":
-                break
-            chunk = msg.get("body", b"")
-            size += len(chunk)
-            if size > self.max_body:
-                return None
-            chunks.append(chunk)
-            if not msg.get("more_body", False):
-                break
-        return b"".join(chunks)
+        return await read_body(receive, self.max_body)
 
     async def _reject(
         self, resp: JSONResponse, endpoint: str, scope: Scope, receive: Receive, send: Send
@@ -608,6 +596,29 @@ class GuardedH11(H11Protocol):
 
 def _peer(client: tuple[str, int] | None) -> str:
     return f"{client[0]}:{client[1]}" if client else "a client"
+
+
+async def read_body(receive: Receive, limit: int) -> bytes | None:
+    """An ASGI request's body, or None as soon as it passes `limit` bytes (the rest is not
+    read). The caller bounds the time (`asyncio.timeout`: R2A_BODY_TIMEOUT_S)."""
+    chunks, size = [], 0
+    while True:
+        msg = await receive()
+        if msg["type"] == "http.disconnect":
+            break
+        chunk = msg.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not msg.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def body_timeout_s() -> float:
+    """R2A_BODY_TIMEOUT_S: how long a request's body may take to arrive (408 after)."""
+    return _env_float("R2A_BODY_TIMEOUT_S", 10.0)
 
 
 def private_metrics_dir() -> str | None:

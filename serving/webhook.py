@@ -27,6 +27,7 @@ champion poll (R2A_CHAMPION_POLL_S) stays as the fallback for a missed delivery.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
@@ -44,6 +45,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from serving.errors import error_response
+from serving.middleware import body_timeout_s, read_body
 
 log = logging.getLogger("r2a.serving")
 
@@ -109,6 +111,7 @@ class WebhookReceiver:
         self.app = app
         self.secret = os.environ.get("R2A_WEBHOOK_SECRET", "")
         self.tolerance_s = float(os.environ.get("R2A_WEBHOOK_TOLERANCE_S", "300"))
+        self.body_timeout_s = body_timeout_s()  # R2A_BODY_TIMEOUT_S, as every other body
         self._reload = reload or _reload_served
         self._models = models or _registered_models
         self._seen: OrderedDict[str, float] = OrderedDict()  # accepted delivery id → time
@@ -130,7 +133,17 @@ class WebhookReceiver:
             resp = error_response(405, f"{PATH} takes POST, not {scope['method']}")
             resp.headers["Allow"] = "POST"
             return resp
-        body = await _read(receive, MAX_BODY)
+        # the path is open to anyone: the body is read under the same deadline as every
+        # other body (a slow sender cannot hold a connection; issue 27, item 1)
+        try:
+            async with asyncio.timeout(self.body_timeout_s):
+                body = await read_body(receive, MAX_BODY)
+        except TimeoutError:
+            resp = error_response(
+                408, f"the body was not received within {self.body_timeout_s:g} s", "body"
+            )
+            resp.headers["Connection"] = "close"
+            return resp
         if body is None:
             return error_response(413, f"the body is larger than {MAX_BODY} bytes")
         headers = dict(scope["headers"])
@@ -184,22 +197,6 @@ class WebhookReceiver:
         self._seen[delivery] = time.time()
         while len(self._seen) > 10_000:
             self._seen.popitem(last=False)
-
-
-async def _read(receive: Receive, limit: int) -> bytes | None:
-    chunks, size = [], 0
-    while True:
-        msg = await receive()
-        if msg["type"] == "http.disconnect":
-            break
-        chunk = msg.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-        if not msg.get("more_body", False):
-            break
-    return b"".join(chunks)
 
 
 def _reload_served() -> dict[str, t.Any] | None:

@@ -145,3 +145,34 @@ def test_verify_is_mlflow_format() -> None:
     assert webhook.sign("k", "id", "1", b'{"a": 1}') == _generate_hmac_signature(
         "k", "id", "1", '{"a": 1}'
     )
+
+
+def test_a_slow_body_is_408_within_the_body_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The receiver's path is open to anyone: a body that does not arrive ends in 408 after
+    R2A_BODY_TIMEOUT_S (the deadline every other body has), with no reload."""
+    import asyncio
+
+    monkeypatch.setenv("R2A_WEBHOOK_SECRET", SECRET)
+    monkeypatch.setenv("R2A_BODY_TIMEOUT_S", "0.3")
+    reloads: list[int] = []
+    app = webhook.WebhookReceiver(
+        PlainTextResponse("inner"), reload=lambda: reloads.append(1) or {}, models=set
+    )
+    sent: list[dict[str, t.Any]] = []
+
+    async def receive() -> dict[str, t.Any]:  # one byte, then nothing more ever
+        if not sent and not getattr(receive, "once", False):
+            receive.once = True  # type: ignore[attr-defined]
+            return {"type": "http.request", "body": b"{", "more_body": True}
+        await asyncio.sleep(3600)
+        return {"type": "http.disconnect"}
+
+    async def send(msg: dict[str, t.Any]) -> None:
+        sent.append(msg)
+
+    scope = {"type": "http", "method": "POST", "path": webhook.PATH, "headers": []}
+    t0 = time.perf_counter()
+    asyncio.run(asyncio.wait_for(app(scope, receive, send), 5))
+    assert time.perf_counter() - t0 < 2.0
+    assert sent[0]["status"] == 408 and not reloads
+    assert json.loads(sent[1]["body"])["field"] == "body"
