@@ -463,17 +463,19 @@ def _adr(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    """Replace this process with `bentoml serve` (signals reach the server directly)."""
-    import shutil
+    """Replace this process with `bentoml serve` (signals reach the server directly), run
+    through serving/launch.py so that this server's metrics live in a folder of its own."""
+    import importlib.util
     from pathlib import Path
 
-    bentoml = shutil.which("bentoml") or os.path.join(os.path.dirname(sys.executable), "bentoml")
-    if not os.path.exists(bentoml):
+    if importlib.util.find_spec("bentoml_cli") is None:
         raise R2AError("bentoml is not installed: run `make install`")
     os.chdir(Path(__file__).resolve().parents[1])  # the checkout holding serving/
     os.environ.setdefault("BENTOML_DO_NOT_TRACK", "true")
     cmd = [
-        bentoml,
+        sys.executable,
+        "-m",
+        "serving.launch",
         "serve",
         "serving.service:R2AService",
         "--port",
@@ -481,7 +483,7 @@ def _serve(args: argparse.Namespace) -> int:
         "--host",
         args.host,
     ]
-    os.execv(bentoml, cmd)
+    os.execv(sys.executable, cmd)
     return 0  # not reached
 
 

@@ -621,33 +621,6 @@ def body_timeout_s() -> float:
     return _env_float("R2A_BODY_TIMEOUT_S", 10.0)
 
 
-def private_metrics_dir() -> str | None:
-    """Give this worker a Prometheus multiprocess folder of its own. BentoML points every
-    instance on a host at one folder (<BENTOML_HOME>/prometheus_multiproc_dir) and empties it
-    when an instance starts, so a second `r2a serve` emptied the first one's /metrics. The
-    worker writes and reads its metrics through PROMETHEUS_MULTIPROC_DIR, read when a metric
-    series is made and at each scrape, after this runs (at the service's import); the folder
-    goes when the worker exits (or, killed, when the next one starts). With more than one
-    worker a scrape would see one worker's."""
-    shared = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-    if not shared or os.environ.get("R2A_METRICS_DIR_PRIVATE") == shared:
-        return None
-    import atexit
-    import shutil
-    import tempfile
-    from pathlib import Path
-
-    for old in Path(tempfile.gettempdir()).glob("r2a-metrics-*-*"):
-        pid = old.name.split("-")[2]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            shutil.rmtree(old, ignore_errors=True)  # a worker that did not exit cleanly
-    own = tempfile.mkdtemp(prefix=f"r2a-metrics-{os.getpid()}-")
-    os.environ["PROMETHEUS_MULTIPROC_DIR"] = own
-    os.environ["R2A_METRICS_DIR_PRIVATE"] = own
-    atexit.register(shutil.rmtree, own, ignore_errors=True)
-    return own
-
-
 def install_http_guards() -> None:
     """Make uvicorn (which BentoML starts with `http="auto"`) run GuardedH11."""
     from uvicorn import config

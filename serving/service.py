@@ -407,7 +407,4 @@ t.cast(t.Any, R2AService).add_asgi_middleware(WebhookReceiver)
 t.cast(t.Any, R2AService).add_asgi_middleware(Hardening)
 bound_metric_labels()  # BentoML's request metrics by route, not raw path (issue 27, item 5)
 install_http_guards()  # a deadline on the request head, 431 for a huge one (issue 27, item 1)
-# private_metrics_dir() (serving/middleware.py) is not called: the project's own counters are
-# made before it could run and went on writing to the shared folder, so /metrics lost them
-# (tests/test_service.py::test_health_ready_and_metrics). Per-instance folders need the
-# folder set before any prometheus_client series exists (issue 27 item 7, reopened).
+# each `r2a serve` keeps its metrics in a folder of its own: serving/launch.py (issue 27 item 7)

@@ -1,6 +1,6 @@
 """Issue 24: decompositions scored against gold chains (MuSiQue's question_decomposition and
-the 50 hand-checked hotpotqa_dev questions in tests/data/), the parse confidences, and the
-seeding gate on linked heads. No Postgres."""
+the 50 hand-checked hotpotqa_dev questions in r2adapter/rewrite/gold/), the parse confidences,
+and the seeding gate on linked heads. No Postgres."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from r2adapter.rewrite.structural import CONF_PATTERN, decompose_scored
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[1]
-HAND = ROOT / "tests" / "data" / "hotpotqa_dev_triplets.json"
+HAND = ROOT / "r2adapter" / "rewrite" / "gold" / "hotpotqa_dev_triplets.json"
 
 
 def test_hand_checked_set_is_fifty_real_questions() -> None:

@@ -30,7 +30,7 @@ Q = {"query": "Who is the father of the director of the film?"}
 @pytest.fixture(scope="module")
 def svc(
     mini_indexed: str, pg_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[dict[str, str]]:
+) -> Iterator[dict[str, t.Any]]:
     tmp = tmp_path_factory.mktemp("hard2")
     env = {
         **pg_env,
@@ -45,7 +45,7 @@ def svc(
     train_champion(mini_indexed, env)
     log = tmp / "serve.log"
     with serving(env, log) as url:
-        yield {"url": url, "log": str(log)}
+        yield {"url": url, "log": str(log), "env": env, "tmp": str(tmp)}
 
 
 def post(url: str, path: str, body: object, **kw: object) -> httpx.Response:
@@ -256,6 +256,31 @@ def test_metrics_stay_bounded_under_made_up_paths(svc: dict[str, str]) -> None:
     assert len(text) <= before * 1.1, (before, len(text))
     assert "nope" not in text and "\x01" not in text
     assert 'endpoint="other"' in text and 'endpoint="/route"' in text
+
+
+def _routes_counted(text: str) -> float:
+    """The sum of the project's r2a_route_total series in one /metrics page."""
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("r2a_route_total{")
+    )
+
+
+def test_a_second_server_leaves_the_first_ones_metrics(svc: dict[str, t.Any]) -> None:
+    """Item 7: a second `r2a serve` on the same host (the same BENTOML_HOME) used to empty
+    the first one's /metrics; each now counts in a folder of its own (serving/launch.py)."""
+    url = svc["url"]
+    for _ in range(3):
+        assert post(url, "/route", Q).status_code == 200
+    before = _routes_counted(httpx.get(f"{url}/metrics", timeout=30).text)
+    assert before >= 3
+    with serving(svc["env"], Path(svc["tmp"]) / "serve2.log") as second:
+        assert post(second, "/route", Q).status_code == 200
+        mine = _routes_counted(httpx.get(f"{second}/metrics", timeout=30).text)
+        after = _routes_counted(httpx.get(f"{url}/metrics", timeout=30).text)
+    assert after >= before, (before, after)
+    assert mine == 1, mine  # the second counts only its own
 
 
 def test_routing_with_the_database_down_answers_from_memory(svc: dict[str, str]) -> None:
@@ -500,24 +525,19 @@ def test_kway_routes_decide_a_batch_as_one_query_at_a_time() -> None:
 
 
 @pytest.mark.unit
-def test_each_worker_has_its_own_metrics_folder(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    """BentoML empties one shared folder when any instance starts (a second `r2a serve`
-    emptied the first one's /metrics): each worker moves to its own, and a dead worker's
-    folder goes."""
-    import tempfile
+def test_each_server_has_its_own_metrics_folder(tmp_path: Path) -> None:
+    """BentoML empties one shared folder when any server starts (a second `r2a serve`
+    emptied the first one's /metrics): each server gets `<home>/r2a-metrics/<pid>`, made
+    empty; a dead server's folder goes, a live one's stays."""
+    from serving.launch import FOLDER, instance_metrics_dir
 
-    from serving.middleware import private_metrics_dir
-
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    stale = tmp_path / "r2a-metrics-999999999-x"
-    stale.mkdir()
-    monkeypatch.delenv("R2A_METRICS_DIR_PRIVATE", raising=False)
-    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
-    assert private_metrics_dir() is None  # not under BentoML: nothing to do
-    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path / "shared"))
-    own = private_metrics_dir()
-    assert own and Path(own).is_dir() and Path(own).parent == tmp_path
-    assert os.environ["PROMETHEUS_MULTIPROC_DIR"] == own and not stale.exists()
-    assert private_metrics_dir() is None  # once a process
+    base = tmp_path / FOLDER
+    dead, alive = base / "999999999", base / str(os.getppid())
+    for d in (dead, alive):
+        d.mkdir(parents=True)
+        (d / "counter_1.db").write_bytes(b"x")
+    own = instance_metrics_dir(tmp_path, os.getpid())
+    assert own == base / str(os.getpid()) and own.is_dir() and not any(own.iterdir())
+    assert not dead.exists() and (alive / "counter_1.db").exists()
+    (own / "counter_2.db").write_bytes(b"x")
+    assert not any(instance_metrics_dir(tmp_path, os.getpid()).iterdir())  # a restart: empty

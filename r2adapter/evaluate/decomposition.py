@@ -2,7 +2,7 @@
 (issue 24; the scorer is r2adapter/rewrite/score.py).
 
 Two sources, whichever a dataset has: MuSiQue's `question_decomposition` in the dataset's
-own query file, and a hand-checked file `tests/data/<dataset>_triplets.json`
+own query file, and a hand-checked file `r2adapter/rewrite/gold/<dataset>_triplets.json`
 (`{"questions": [{"id", "question", "triplets"}]}`; hotpotqa_dev's 50). A dataset with
 neither is scored on nothing: the block then holds the parse rate only.
 """
@@ -14,12 +14,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from r2adapter.config import settings
 from r2adapter.rewrite.score import ChainScore, GoldHop, musique_hops, triplet_hops
+
+GOLD_DIR = Path(__file__).resolve().parents[1] / "rewrite" / "gold"  # package data
 
 
 def hand_checked_path(dataset: str) -> Path:
-    return settings().root / "tests" / "data" / f"{dataset}_triplets.json"
+    """The hand-checked chains shipped with the package (not under R2A_HOME, which a user
+    points at their own data)."""
+    return GOLD_DIR / f"{dataset}_triplets.json"
 
 
 def gold_chains(dataset: str) -> tuple[dict[str, list[GoldHop]], str]:

@@ -7,7 +7,8 @@ name, or a reference to an earlier hop's answer) and the relation asked. Two sou
 - MuSiQue's `question_decomposition`: "Van Hook Township >> located in the administrative
   territorial entity" (a Wikidata head and property) or a sub-question in words ("who
   played susan walker in miracle on 34th street", "#1 >> sibling"); `#k` is hop k's answer;
-- hand-checked triplets (tests/data/hotpotqa_dev_triplets.json), `[head, relation, tail]`
+- hand-checked triplets (r2adapter/rewrite/gold/hotpotqa_dev_triplets.json),
+  `[head, relation, tail]`
   with `<...>` for an entity the question does not name and `?` for the one it asks; a
   relation may list alternatives with `|` ("director|directed").
 
