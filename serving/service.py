@@ -80,7 +80,13 @@ class RouteBatcher:
     scored are scored together in the next one (at most `max_batch`), so the batch size
     follows the load and a lone request never waits on a timer. Up to `parallel` batches run
     at once (one a core: each model session runs on R2A_MODEL_THREADS threads, 1 by
-    default, so one batch at a time would leave the other cores idle)."""
+    default, so one batch at a time would leave the other cores idle).
+
+    Two queues: single queries (/route, and /retrieve's routing) go first into each batch,
+    and a client's list (/route_batch) fills what room is left. A single query then waits
+    for at most the batches already being scored, not behind every list queued before it
+    (issue 27's throughput: under 16 mixed clients, 91% of the queries came in lists of 32,
+    and a /route queued behind them)."""
 
     def __init__(
         self,
@@ -91,18 +97,25 @@ class RouteBatcher:
         self.score = score
         self.max_batch = max_batch
         self.parallel = parallel or max(1, len(os.sched_getaffinity(0)))
-        self._pending: list[tuple[str, asyncio.Future[t.Any]]] = []
+        self._singles: list[tuple[str, asyncio.Future[t.Any]]] = []
+        self._bulk: list[tuple[str, asyncio.Future[t.Any]]] = []
         self._running = 0
         self._tasks: set[asyncio.Task[None]] = set()  # held: the loop keeps only weak refs
 
+    def _pending(self) -> int:
+        return len(self._singles) + len(self._bulk)
+
+    def _start(self) -> None:
+        self._running += 1
+        task = asyncio.create_task(self._drain())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
     async def __call__(self, query: str) -> t.Any:
         fut: asyncio.Future[t.Any] = asyncio.get_running_loop().create_future()
-        self._pending.append((query, fut))
+        self._singles.append((query, fut))
         if self._running < self.parallel:
-            self._running += 1
-            task = asyncio.create_task(self._drain())
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._start()
         return await fut
 
     async def many(self, queries: list[str]) -> list[t.Any]:
@@ -112,19 +125,23 @@ class RouteBatcher:
         one call when nothing waits before it."""
         loop = asyncio.get_running_loop()
         futs: list[asyncio.Future[t.Any]] = [loop.create_future() for _ in queries]
-        self._pending.extend(zip(queries, futs, strict=True))
-        while self._running < self.parallel and self._running * self.max_batch < len(self._pending):
-            self._running += 1
-            task = asyncio.create_task(self._drain())
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+        self._bulk.extend(zip(queries, futs, strict=True))
+        while self._running < self.parallel and self._running * self.max_batch < self._pending():
+            self._start()
         return list(await asyncio.gather(*futs))
+
+    def _next_batch(self) -> list[tuple[str, asyncio.Future[t.Any]]]:
+        batch = self._singles[: self.max_batch]
+        del self._singles[: self.max_batch]
+        room = self.max_batch - len(batch)
+        batch += self._bulk[:room]
+        del self._bulk[:room]
+        return batch
 
     async def _drain(self) -> None:
         try:
-            while self._pending:
-                batch = self._pending[: self.max_batch]
-                del self._pending[: self.max_batch]
+            while self._singles or self._bulk:
+                batch = self._next_batch()
                 try:
                     out = await to_thread.run_sync(self.score, [q for q, _ in batch])
                 except Exception as e:  # every caller of the batch gets the error

@@ -76,3 +76,30 @@ def test_a_failing_batch_fails_its_callers_and_the_batcher_recovers() -> None:
 
     err, ok = asyncio.run(main())
     assert isinstance(err, ValueError) and ok == "good" and calls == 2
+
+
+def test_a_single_query_goes_ahead_of_queued_lists() -> None:
+    """Lists (/route_batch) fill what room the single queries (/route) leave: a query that
+    arrives behind three queued lists of 4 is scored in the next batch, not the fourth."""
+    batches: list[list[str]] = []
+    first_started = threading.Event()
+
+    def score(qs: list[str]) -> list[str]:
+        batches.append(list(qs))
+        first_started.set()
+        time.sleep(0.05)
+        return qs
+
+    async def main() -> tuple[list[list[str]], str]:
+        b = RouteBatcher(score, max_batch=4, parallel=1)
+        lists = [asyncio.create_task(b.many([f"l{j}-{i}" for i in range(4)])) for j in range(3)]
+        while not first_started.is_set():  # the first list is being scored
+            await asyncio.sleep(0.005)
+        single = await b("single")
+        return list(await asyncio.gather(*lists)), single
+
+    out, single = asyncio.run(main())
+    assert single == "single" and out == [[f"l{j}-{i}" for i in range(4)] for j in range(3)]
+    assert batches[0] == [f"l0-{i}" for i in range(4)]
+    assert batches[1][0] == "single" and len(batches[1]) == 4  # first, then room filled
+    assert sum(map(len, batches)) == 13 and all(len(x) <= 4 for x in batches)
