@@ -15,15 +15,10 @@ import pytest
 
 from r2adapter.config import GraphParams, load_params, settings
 from r2adapter.errors import R2AError
-from r2adapter.retrieve.catrag import (
-    check_ablations,
-    edge_multipliers,
-    edited_columns,
-    similarity_tiers,
-    tier_source,
-)
+from r2adapter.retrieve.catrag import check_ablations, tier_source
 from r2adapter.retrieve.catrag_graph import CatragMaps, build_maps
-from r2adapter.retrieve.graph import phrase_seeds
+from r2adapter.retrieve.catrag_tiers import SimilarityTiers, Transitions
+from r2adapter.retrieve.graph import Seeding, phrase_seeds
 from r2adapter.retrieve.graph_index import (
     FACT_EDGE,
     PASSAGE_EDGE,
@@ -145,17 +140,30 @@ def _tiny_graph() -> tuple[SimpleNamespace, CatragMaps, Operator]:
 
 @pytest.mark.unit
 def test_edge_tiers_prune_and_keyfact_keep_the_passage_total() -> None:
+    """The edits as the retriever makes them for a query (CatragRetriever.adapt: Stage I,
+    the similarity tiers, the pruning past k_edge, the key-fact passages) on the tiny graph,
+    seeded at entity 0, then what each edit does to entity 0's column."""
+    from r2adapter.retrieve.catrag import CatragRetriever
+
     g, maps, op = _tiny_graph()
+    g.cached = lambda key, build: maps  # catrag_maps(g): this graph's maps
+    g.operator = lambda *scales: op
     scores = np.array([0.97, 0.6, 0.3, 1.0])  # normalised query–fact scores
     p = GraphParams(k_edge=2)
-    nbrs, mult = edge_multipliers(g, maps, 0, scores, p)  # type: ignore[arg-type]
-    # ranked by the best joining fact: 1 (.97, direct), 2 (.6, weak); 3 beyond k_edge
-    assert nbrs.tolist() == [1, 2, 3]
-    assert mult.tolist() == [p.tier_direct, p.tier_weak, p.tier_pruned]
-    assert similarity_tiers(np.array([1.0, 0.85, 0.5, 0.1]), p).tolist() == [10.0, 5.0, 0.5, 0.0]
+    r = CatragRetriever.__new__(CatragRetriever)
+    r.params, r.tiers = p, SimilarityTiers(p)
+
+    def edits(ablate: str) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        r.ablate = ("anchoring", ablate)  # edges or keyfact off: the other one alone
+        seeding = Seeding(np.zeros(8), True, scores, [2], {0: 1.0}, np.zeros(3))
+        return r.adapt(g, seeding, None, np.zeros(4), "q").columns  # type: ignore[arg-type]
+
+    bands = Transitions(*[np.zeros(4, dtype=np.int64)] * 3, np.array([1.0, 0.85, 0.5, 0.1]))
+    assert SimilarityTiers(p).multipliers(None, bands).tolist() == [10.0, 5.0, 0.5, 0.0]  # type: ignore[arg-type]
     # key-fact: entity 0's top fact f2 lives in passage 6, which gets β; 0's passage total
     # (passages 5 and 6, weight 1 each) stays 2
-    cols = edited_columns(g, op, {}, {0: {6}}, 2.5)  # type: ignore[arg-type]
+    cols = edits("edges")
+    assert set(cols) == {0, 3}  # f2 joins 0 and 3
     targets, change = cols[0]
     old = op.adjacency[0].toarray().ravel()
     new = old / old.sum() + np.bincount(targets, change, minlength=8)
@@ -164,11 +172,14 @@ def test_edge_tiers_prune_and_keyfact_keep_the_passage_total() -> None:
         2.5
     )
     assert new.sum() == pytest.approx(1.0) and (new >= -1e-12).all()
-    # the edges tier: entity 0's out-weights to 1, 2, 3 scaled by the multipliers, its
+    # the edges tier: entity 0's neighbours ranked by the best joining fact, 1 (.97:
+    # direct, ×10) and 2 (.6: weak, ×.5) within k_edge, 3 past it (pruned, ×.3); its
     # passage edges untouched, the column normalised again
-    cols = edited_columns(g, op, {0: (nbrs, mult)}, {}, 2.5)  # type: ignore[arg-type]
+    cols = edits("keyfact")
+    assert set(cols) == {0}
     targets, change = cols[0]
     new = old / old.sum() + np.bincount(targets, change, minlength=8)
+    assert (p.tier_direct, p.tier_weak, p.tier_pruned) == (10.0, 0.5, 0.3)
     want = old * np.array([1, 10.0, 0.5, 0.3, 1, 1, 1, 1])
     assert np.allclose(new, want / want.sum())
 

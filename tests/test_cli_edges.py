@@ -44,6 +44,7 @@ def _one_line_error(r: subprocess.CompletedProcess[str], *needles: str) -> None:
         assert needle in lines[0], lines[0]
 
 
+@pytest.mark.integration
 def test_json_nested_100000_deep_is_one_line(pg_env: dict[str, str], tmp_path: Path) -> None:
     path = _dataset(tmp_path / "deep", "[" * 100_000 + "]" * 100_000)
     for command in ("validate", "load"):
@@ -51,6 +52,7 @@ def test_json_nested_100000_deep_is_one_line(pg_env: dict[str, str], tmp_path: P
         _one_line_error(r, "deep_corpus.json", "nested too deeply")
 
 
+@pytest.mark.integration
 def test_empty_corpus_is_named_empty(pg_env: dict[str, str], tmp_path: Path) -> None:
     r = run_cli(["data", "validate", "--dataset", _dataset(tmp_path / "e", [])], pg_env)
     _one_line_error(r, "e_corpus.json", "the corpus is empty")
@@ -67,6 +69,7 @@ def test_empty_corpus_is_named_empty(pg_env: dict[str, str], tmp_path: Path) -> 
     _one_line_error(r, "nq.json", "no queries")
 
 
+@pytest.mark.integration
 def test_blank_dataset_name_is_refused(pg_env: dict[str, str], tmp_path: Path) -> None:
     # run from a folder holding a dataset of its own name: "" must not resolve to it
     here = Path(_dataset(tmp_path / "cwd", [{"title": "T", "text": "A is here."}]))
@@ -87,6 +90,7 @@ def test_blank_dataset_name_is_refused(pg_env: dict[str, str], tmp_path: Path) -
         _one_line_error(r, "--dataset is empty")
 
 
+@pytest.mark.integration
 def test_duplicate_passages_load_refuses_as_validate_fails(
     pg_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -109,6 +113,7 @@ def test_duplicate_passages_load_refuses_as_validate_fails(
     assert r.returncode == 0 and "dups: passages +2 -0, queries +1" in r.stdout, r.stdout
 
 
+@pytest.mark.integration
 def test_long_passage_is_refused_by_validate_load_and_index(
     pg_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -123,6 +128,7 @@ def test_long_passage_is_refused_by_validate_load_and_index(
         assert "E088" not in r.stderr
 
 
+@pytest.mark.integration
 def test_passage_longer_than_a_parse_indexes_with_spacy(
     pg_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -140,6 +146,7 @@ def test_passage_longer_than_a_parse_indexes_with_spacy(
     assert "longish: new index version" in r.stdout
 
 
+@pytest.mark.unit
 def test_spacy_parses_a_long_passage_in_pieces() -> None:
     """E088 is spaCy refusing a text over nlp.max_length: lowered here so that this
     passage would hit it whole; in pieces it does not, and the fact in its last piece is
@@ -159,6 +166,7 @@ def test_spacy_parses_a_long_passage_in_pieces() -> None:
     assert "Paris" in ex.entities
 
 
+@pytest.mark.integration
 def test_invisible_query_is_refused(pg_env: dict[str, str]) -> None:
     for question in ("\u200b\u200c\u200d\ufeff", " \u2060 ", "\u0301"):
         r = run_cli(["retrieve", "--dataset", "sample", question], pg_env)
@@ -170,6 +178,7 @@ def test_invisible_query_is_refused(pg_env: dict[str, str]) -> None:
     assert query_problem("日本の首都は？") is None
 
 
+@pytest.mark.integration
 def test_validate_report_keeps_the_dvc_metric_keys(pg_env: dict[str, str], tmp_path: Path) -> None:
     out = tmp_path / "sample.json"
     r = run_cli(["data", "validate", "--dataset", "sample", "--report", str(out)], pg_env)

@@ -30,6 +30,15 @@ def test_rule_on_known_answers() -> None:
     assert EPSILON == 0.6 and decide(np.array([0.0]), np.array([0.59]), 0.0).rewrite[0]
 
 
+def test_epsilon_one_rewrites_every_graph_bound_query() -> None:
+    """ε ≥ 1 (router.structural_epsilon): every query routed to graph is rewritten, a
+    saturated p_graph of exactly 1.0 too; a query routed to dense never is."""
+    d = decide(np.array([0.0, 0.0, 0.8]), np.array([1.0, 0.55, 0.2]), tau=0.0, epsilon=1.0)
+    assert d.graph.tolist() == [True, True, False]
+    assert d.rewrite.tolist() == [True, True, False]
+    assert decide(np.array([0.0]), np.array([0.8]), 0.0, epsilon=0.9).rewrite[0]
+
+
 class Fixed(Router):
     """A router with given scores."""
 

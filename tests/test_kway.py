@@ -305,6 +305,7 @@ def kway_env(
     return env
 
 
+@pytest.mark.integration
 def test_strategy_labels_on_a_real_index(kway_env: dict[str, str]) -> None:
     path = Path(kway_env["R2A_HOME"]) / "labels" / "musmini.strategies.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines()]
@@ -325,6 +326,7 @@ def test_strategy_labels_on_a_real_index(kway_env: dict[str, str]) -> None:
     assert r0["strategies"]["graph@3"]["passages"] == r0["strategies"]["graph@8"]["passages"][:3]
 
 
+@pytest.mark.integration
 def test_cv5_report_names_every_router_and_strategy(kway_env: dict[str, str]) -> None:
     r = run_cli(
         ["evaluate", "routing", "--dataset", "musmini", "--protocol", "cv5", "--routers",
@@ -360,6 +362,7 @@ def test_cv5_report_names_every_router_and_strategy(kway_env: dict[str, str]) ->
     assert (Path(kway_env["R2A_HOME"]) / "benchmarks/results/kway_musmini_cv5.png").is_file()
 
 
+@pytest.mark.integration
 def test_bad_budget_and_unknown_router_are_one_line(kway_env: dict[str, str]) -> None:
     for args, msg in (
         (["--protocol", "cv5", "--budget", "1.5"], "--budget must be in [0, 1]"),
@@ -380,6 +383,7 @@ def kway_service(
         yield url
 
 
+@pytest.mark.integration
 def test_the_service_routes_auto_with_the_kway_champion(kway_service: str) -> None:
     q = {"query": "Who is the father of the director of the film?"}
     info = httpx.post(f"{kway_service}/info", json={}, timeout=30).json()

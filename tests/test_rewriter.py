@@ -15,7 +15,6 @@ from r2adapter.rewrite import (
     FALLBACK_REASONS,
     MalformedRewrite,
     Rewriter,
-    needs_rewrite,
     parse_triplets,
     rewritten_query,
 )
@@ -291,15 +290,6 @@ def test_concurrent_rewrites_keep_counts() -> None:
 
 
 # ---- wiring ----------------------------------------------------------------------------
-
-
-def test_needs_rewrite_is_eq7() -> None:
-    assert needs_rewrite(True, 0.55)  # graph, unsure (ε = 0.6 by default)
-    assert not needs_rewrite(True, 0.6)
-    assert not needs_rewrite(False, 0.1)  # routed to dense: never rewritten
-    assert needs_rewrite(True, 0.8, epsilon=0.9)
-    assert needs_rewrite(True, 1.0, epsilon=1.0)  # ε ≥ 1: every graph-bound query
-    assert not needs_rewrite(False, 0.2, epsilon=1.0)
 
 
 def test_the_rewrite_trigger_follows_the_backend() -> None:

@@ -19,6 +19,9 @@ from r2adapter.rewrite import Rewriter, default_backend, parse_triplets
 from r2adapter.rewrite.parse import triplet_queries
 from r2adapter.rewrite.structural import Unparsed, decompose
 
+# no Postgres, no server; the last test runs on the embedded Postgres (integration)
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parents[1]
 
 CASES = [

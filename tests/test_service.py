@@ -13,6 +13,8 @@ import pytest
 
 from tests.conftest import run_cli, serving, train_champion
 
+pytestmark = pytest.mark.integration  # a real `bentoml serve` on the embedded Postgres
+
 QUESTION = "Who is the father of the director of the film?"
 
 
@@ -50,11 +52,14 @@ def test_route(service: dict[str, str]) -> None:
     r = post(service, "/route", {"query": QUESTION})
     assert r.status_code == 200, r.text
     body = r.json()
-    assert body["decision"] in ("dense", "graph") and body["router_version"] == "1"
+    assert body["router_version"] == "1" and body["query"] == QUESTION
     assert 0 <= body["p_dense"] <= 1 and 0 <= body["p_graph"] <= 1
-    assert body["decision"] == (
-        "graph" if body["p_graph"] - body["p_dense"] > body["tau"] else "dense"
-    )
+    # the champion's rule on the scores it returned: graph iff p_graph − p_dense > τ (eq. 4),
+    # rewrite iff graph and p_graph < ε, every graph-bound query at ε ≥ 1 (eq. 7)
+    graph = body["p_graph"] - body["p_dense"] > body["tau"]
+    assert body["decision"] == ("graph" if graph else "dense")
+    eps = body["epsilon"]
+    assert body["rewrite"] == (graph and (eps >= 1.0 or body["p_graph"] < eps))
 
 
 @pytest.mark.parametrize("mode", ["dense", "graph", "catrag", "auto"])

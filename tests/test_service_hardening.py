@@ -98,12 +98,14 @@ def assert_error(r: httpx.Response, status: int) -> dict[str, object]:
     return body
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("ctype", ["text/plain", "application/x-www-form-urlencoded", None])
 def test_only_json_bodies(svc: dict[str, str], ctype: str | None) -> None:
     r = post(svc["url"], "/route", json.dumps({"query": "x"}), ctype)
     assert_error(r, 415)
 
 
+@pytest.mark.integration
 def test_cross_origin_post_gets_no_cors_headers(svc: dict[str, str]) -> None:
     r = post(
         svc["url"],
@@ -116,11 +118,13 @@ def test_cross_origin_post_gets_no_cors_headers(svc: dict[str, str]) -> None:
     assert not [h for h in r.headers if h.lower().startswith("access-control-")]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("raw", ["[null,null]", "{not json", '"a string"', '{"query": '])
 def test_malformed_json_is_422_json(svc: dict[str, str], raw: str) -> None:
     assert_error(post(svc["url"], "/route", raw, "application/json"), 422)
 
 
+@pytest.mark.integration
 def test_body_over_the_limit_is_413_before_parsing(svc: dict[str, str]) -> None:
     big = b'{"query": "' + b"a" * 5_000_000 + b'"}'
     t0 = time.perf_counter()
@@ -128,6 +132,7 @@ def test_body_over_the_limit_is_413_before_parsing(svc: dict[str, str]) -> None:
     assert time.perf_counter() - t0 < 5
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("queries", "field"),
     [
@@ -144,14 +149,20 @@ def test_route_batch_validates_each_item(svc: dict[str, str], queries: object, f
     assert assert_error(r, 422)["field"] == field
 
 
+@pytest.mark.integration
 def test_route_batch_routes_a_valid_list(svc: dict[str, str]) -> None:
     r = post(
         svc["url"], "/route_batch", json.dumps({"queries": ["a b", "c d"]}), "application/json"
     )
     assert r.status_code == 200, r.text
-    assert [x["decision"] in ("dense", "graph") for x in r.json()] == [True, True]
+    body = r.json()
+    assert [x["query"] for x in body] == ["a b", "c d"]  # one answer per query, in order
+    for x in body:  # each decided by the champion's rule on its own scores (eq. 4)
+        assert x["decision"] == ("graph" if x["p_graph"] - x["p_dense"] > x["tau"] else "dense")
+        assert x["router_version"] == "1"
 
 
+@pytest.mark.integration
 def test_reload_needs_the_key(svc: dict[str, str]) -> None:
     url = svc["url"]
     assert_error(post(url, "/reload", "{}", "application/json"), 401)
@@ -164,6 +175,7 @@ def test_reload_needs_the_key(svc: dict[str, str]) -> None:
     assert post(url, "/retrieve", json.dumps(Q), "application/json").status_code == 200
 
 
+@pytest.mark.integration
 def test_other_errors_are_json_too(svc: dict[str, str]) -> None:
     url = svc["url"]
     assert_error(httpx.get(f"{url}/nowhere"), 404)
@@ -172,12 +184,14 @@ def test_other_errors_are_json_too(svc: dict[str, str]) -> None:
     assert r.headers["allow"] == "POST"
 
 
+@pytest.mark.integration
 def test_readiness_reports_the_answer_path(svc: dict[str, str]) -> None:
     r = httpx.get(f"{svc['url']}/readyz")
     assert r.status_code == 200 and r.json()["answer_ready"] is True, r.text
     assert httpx.get(f"{svc['url']}/readyz/answer").status_code == 200
 
 
+@pytest.mark.integration
 def test_answer_overload_is_503_with_retry_after(svc: dict[str, str]) -> None:
     """The LLM takes 1 s an answer and 2 may wait (R2A_ANSWER_QUEUE): of 8 at once, the
     rest are told to come back; none is blamed on the client."""
@@ -206,6 +220,7 @@ def test_answer_overload_is_503_with_retry_after(svc: dict[str, str]) -> None:
     assert line and float(line[0].split()[-1]) >= codes.count(503), line
 
 
+@pytest.mark.integration
 def test_client_errors_log_one_line_without_traceback(svc: dict[str, str]) -> None:
     for _ in range(3):
         post(svc["url"], "/route", "{oops", "application/json")
@@ -216,6 +231,7 @@ def test_client_errors_log_one_line_without_traceback(svc: dict[str, str]) -> No
     assert len(lines) >= 3  # BentoML's access log: one INFO line each
 
 
+@pytest.mark.integration
 def test_schemathesis_finds_no_server_error_or_schema_violation(
     svc: dict[str, str], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
@@ -257,6 +273,7 @@ def test_schemathesis_finds_no_server_error_or_schema_violation(
     assert proc.returncode == 0, proc.stdout[-6000:]
 
 
+@pytest.mark.integration
 def test_database_down_fails_fast_then_recovers(svc: dict[str, str]) -> None:
     """Runs last in this module: stops the session's Postgres and starts it again."""
     from r2adapter.store import embedded
@@ -312,6 +329,7 @@ def _front(monkeypatch: pytest.MonkeyPatch, **env: str) -> TestClient:
     return TestClient(Hardening(app, readiness=lambda answer: (not answer, {"ready": True})))
 
 
+@pytest.mark.unit
 def test_key_on_every_route_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     c = _front(monkeypatch, R2A_API_KEY=KEY, R2A_API_KEY_ALL="1")
     assert c.post("/retrieve", json={"query": "q"}).status_code == 401
@@ -322,12 +340,14 @@ def test_key_on_every_route_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     assert r.status_code == 503 and r.json()["error"] and r.headers["retry-after"]
 
 
+@pytest.mark.unit
 def test_no_key_set_means_open(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("R2A_API_KEY", raising=False)
     c = _front(monkeypatch)
     assert c.post("/retrieve", json={"query": "q"}).status_code == 200
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("raw", ["", "\n", "\x0b", "   "])
 def test_an_empty_body_is_malformed(monkeypatch: pytest.MonkeyPatch, raw: str) -> None:
     """The schema says every POST body is required: a blank one is a 422, not `{}` (the
@@ -339,6 +359,7 @@ def test_an_empty_body_is_malformed(monkeypatch: pytest.MonkeyPatch, raw: str) -
     assert r.json()["error"].startswith("malformed JSON")
 
 
+@pytest.mark.unit
 def test_overload_from_below_gets_retry_after_and_one_shape(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -348,6 +369,7 @@ def test_overload_from_below_gets_retry_after_and_one_shape(
     assert r.json()["error"].startswith("the service is overloaded") and "field" in r.json()
 
 
+@pytest.mark.unit
 def test_error_mapping() -> None:
     from r2adapter.errors import DatabaseError
     from r2adapter.llm.local import LLMTimeoutError

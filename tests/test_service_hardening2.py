@@ -124,6 +124,7 @@ class Slow(threading.Thread):
 # -- 1. slow bodies and slow heads ---------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_slow_body_ends_in_408_and_locks_nobody_out(svc: dict[str, str]) -> None:
     head = (
         b"POST /route HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
@@ -143,6 +144,7 @@ def test_slow_body_ends_in_408_and_locks_nobody_out(svc: dict[str, str]) -> None
     assert json.loads(slow.body)["error"].startswith("the body was not received within")
 
 
+@pytest.mark.integration
 def test_slow_head_ends_in_408_within_the_header_deadline(svc: dict[str, str]) -> None:
     """uvicorn bounds no request head (only the wait between requests, timeout_keep_alive):
     serving.middleware.GuardedH11 does."""
@@ -155,6 +157,7 @@ def test_slow_head_ends_in_408_within_the_header_deadline(svc: dict[str, str]) -
     assert post(svc["url"], "/route", Q).status_code == 200
 
 
+@pytest.mark.integration
 def test_a_keep_alive_connection_is_not_cut_by_the_head_deadline(svc: dict[str, str]) -> None:
     """Requests on one connection, spread over more than the head deadline: all served."""
     with httpx.Client(base_url=svc["url"], timeout=30) as c:
@@ -164,6 +167,7 @@ def test_a_keep_alive_connection_is_not_cut_by_the_head_deadline(svc: dict[str, 
             time.sleep(0.4)
 
 
+@pytest.mark.integration
 def test_a_huge_header_is_431_not_a_reset(svc: dict[str, str]) -> None:
     r = httpx.post(f"{svc['url']}/route", json=Q, headers={"X-Big": "a" * (1 << 20)}, timeout=30)
     assert assert_error(r, 431)["error"].startswith("the request head is larger than")
@@ -173,6 +177,7 @@ def test_a_huge_header_is_431_not_a_reset(svc: dict[str, str]) -> None:
 # -- 2. nested bodies, 6. a lone surrogate ---------------------------------------------------
 
 
+@pytest.mark.integration
 def test_deeply_nested_json_is_422_at_once(svc: dict[str, str]) -> None:
     deep = '{"query":"who is","x":' + "[" * 1000 + "]" * 1000 + "}"
     times = []
@@ -190,6 +195,7 @@ def test_deeply_nested_json_is_422_at_once(svc: dict[str, str]) -> None:
     assert "Traceback" not in log_text(svc)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("path", "body", "field"),
     [
@@ -215,6 +221,7 @@ def test_a_lone_surrogate_is_422_naming_the_field(
 # -- 3, 4. /route_batch: served under load, 503 with the database down -----------------------
 
 
+@pytest.mark.integration
 def test_route_batch_of_32_is_served_beside_route_traffic(svc: dict[str, str]) -> None:
     """With one request in flight allowed, clients that retry after a 429 are all served
     in the end, batches of 32 included; no BentoML 503 and no traceback."""
@@ -245,6 +252,7 @@ def test_route_batch_of_32_is_served_beside_route_traffic(svc: dict[str, str]) -
 # -- 5. /metrics -------------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_metrics_stay_bounded_under_made_up_paths(svc: dict[str, str]) -> None:
     url = svc["url"]
     with httpx.Client(base_url=url, timeout=30) as c:
@@ -267,6 +275,7 @@ def _routes_counted(text: str) -> float:
     )
 
 
+@pytest.mark.integration
 def test_a_second_server_leaves_the_first_ones_metrics(svc: dict[str, t.Any]) -> None:
     """Item 7: a second `r2a serve` on the same host (the same BENTOML_HOME) used to empty
     the first one's /metrics; each now counts in a folder of its own (serving/launch.py)."""
@@ -283,6 +292,7 @@ def test_a_second_server_leaves_the_first_ones_metrics(svc: dict[str, t.Any]) ->
     assert mine == 1, mine  # the second counts only its own
 
 
+@pytest.mark.integration
 def test_routing_with_the_database_down_answers_from_memory(svc: dict[str, str]) -> None:
     """Runs last in this module: stops the session's Postgres and starts it again. /retrieve
     answers 503 with Retry-After; this two-way champion decides in memory, so /route and

@@ -52,10 +52,7 @@ from r2adapter.retrieve.catrag_tiers import (
     TierModel,
     TierQuery,
     TierSource,
-    banded,
-    stage_one,
     stage_one_kept,
-    tier_multipliers,
 )
 from r2adapter.retrieve.graph import GraphRetriever, Seeding, run_ppr, seed_graph
 from r2adapter.retrieve.graph_index import GRAPHS, SYNONYM_EDGE, GraphCache, GraphIndex, Operator
@@ -102,23 +99,6 @@ def anchor_entities(
         best = sims.argmax(axis=1)
         found += [int(e) for e, s in zip(best, sims.max(axis=1), strict=True) if s >= threshold]
     return list(dict.fromkeys(found))
-
-
-def similarity_tiers(scores: np.ndarray, p: GraphParams) -> np.ndarray:
-    """Stage II without an LLM: each kept transition's multiplier from the band its best
-    joining fact's normalised query score falls in."""
-    return tier_multipliers(p)[banded(scores, p.similarity_bands)]
-
-
-def edge_multipliers(
-    g: GraphIndex, maps: CatragMaps, seed: int, fact_scores: np.ndarray, p: GraphParams
-) -> tuple[np.ndarray, np.ndarray]:
-    """(neighbours, multipliers) of the seed → neighbour edges with similarity tiers: the
-    best `k_edge` tiered, the rest pruned."""
-    nbrs, _, best = stage_one(g, maps, seed, fact_scores)
-    mult = np.full(len(nbrs), p.tier_pruned, dtype=np.float64)
-    mult[: p.k_edge] = similarity_tiers(best[: p.k_edge], p)
-    return nbrs, mult
 
 
 def keyfact_passages(maps: CatragMaps, g: GraphIndex, top: list[int]) -> dict[int, set[int]]:

@@ -15,7 +15,6 @@ from r2adapter.rewrite.rewriter import (
     Rewriter,
     RewriteResult,
     default_backend,
-    needs_rewrite,
 )
 
 __all__ = [
@@ -28,7 +27,6 @@ __all__ = [
     "Triplet",
     "default_backend",
     "format_triplets",
-    "needs_rewrite",
     "parse_triplets",
     "rewritten_query",
 ]

@@ -29,8 +29,6 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import numpy as np
-
 from r2adapter.llm.base import LLM, LLMError
 from r2adapter.llm.prompts import load_prompts
 from r2adapter.rewrite.parse import (
@@ -86,14 +84,6 @@ def default_backend(llm: LLM | None = None) -> str:
     if llm is not None and not isinstance(llm, LocalLLM):
         return "llm"
     return "structural"
-
-
-def needs_rewrite(routed_to_graph: bool, p_graph: float, epsilon: float | None = None) -> bool:
-    """R²Adapter eq. 7: rewrite a query routed to graph retrieval with p̂_g < ε."""
-    from r2adapter.route.decision import EPSILON, rewrite_mask
-
-    eps = EPSILON if epsilon is None else epsilon
-    return bool(rewrite_mask(np.asarray(routed_to_graph), np.asarray(p_graph), eps))
 
 
 def trigger_epsilon(backend: str, epsilon: float) -> float:
