@@ -117,11 +117,11 @@ image: base-image wheelhouse
 # The container tier alone (marker `containers`, tests/containers/): provisions Docker and
 # the images first, as the other tiers start their own Postgres.
 test-containers: image data
-	R2A_IMAGE=$(IMAGE) R2A_PG_IMAGE=$(PG_IMAGE) $(VENV)/bin/pytest -q -m "containers and not pipeline_docker" tests/containers
+	R2A_IMAGE=$(IMAGE) R2A_PG_IMAGE=$(PG_IMAGE) $(VENV)/bin/pytest -q -m containers tests/containers
 
-# Opt-in: the retraining pipeline under kfp.local's DockerRunner, every component in the
+# That tier's retraining pipeline alone: kfp.local's DockerRunner, every component in the
 # image, compared with the SubprocessRunner run on the same data (tests/containers/
-# test_pipeline_docker.py, marker pipeline_docker). 1-2 h on 2 cores: not in make test.
+# test_pipeline_docker.py, marker pipeline_docker; 7.5 min on 2 quiet cores).
 test-pipeline-docker: image data
 	R2A_IMAGE=$(IMAGE) R2A_PG_IMAGE=$(PG_IMAGE) $(VENV)/bin/pytest -q -m pipeline_docker tests/containers
 
@@ -132,7 +132,7 @@ test-pipeline-docker: image data
 test: data
 	@if docker info >/dev/null 2>&1; then $(MAKE) -s image; \
 	else echo "make test: no Docker daemon reachable: the container tier (tests/containers, marker containers) is skipped; make test-containers provisions Docker and runs it"; fi
-	R2A_IMAGE=$(IMAGE) R2A_PG_IMAGE=$(PG_IMAGE) $(VENV)/bin/pytest -q -m "not pipeline_docker"
+	R2A_IMAGE=$(IMAGE) R2A_PG_IMAGE=$(PG_IMAGE) $(VENV)/bin/pytest -q
 
 # The unit tier: no Postgres, no server, under a minute (markers in pyproject.toml). It
 # pulls the data only when it is missing (a `dvc pull` that finds nothing to do takes

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -40,7 +41,7 @@ from urllib.parse import urlsplit, urlunsplit
 from r2adapter.config import settings
 from r2adapter.errors import R2AError
 
-DB_NAME = "mlflow"
+DB_NAME = "mlflow"  # R2A_MLFLOW_DB: another registry on the same Postgres
 DEFAULT_PORT = 5055
 ALIAS_EVENT: Final = "model_version_alias.created"
 WEBHOOK_NAME = "r2a-serving-reload"
@@ -53,6 +54,15 @@ def host() -> str:
 
 def port() -> int:
     return int(os.environ.get("R2A_MLFLOW_PORT", str(DEFAULT_PORT)))
+
+
+def db_name() -> str:
+    """R2A_MLFLOW_DB (`mlflow`): the server's database; a second server with a database of its
+    own is a second registry (a staging registry, or a test's clean one)."""
+    name = os.environ.get("R2A_MLFLOW_DB", DB_NAME)
+    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", name):
+        raise R2AError(f"R2A_MLFLOW_DB={name!r}: a database name is [a-z_][a-z0-9_]* (63 at most)")
+    return name
 
 
 def state_dir() -> Path:
@@ -136,11 +146,11 @@ def status() -> Status:
 
 
 def backend_uri() -> str:
-    """SQLAlchemy URL of the `mlflow` database on the project's Postgres (psycopg 3)."""
+    """SQLAlchemy URL of the server's database (`db_name()`) on the project's Postgres."""
     from r2adapter.store.db import database_url
 
     parts = urlsplit(database_url())
-    return urlunsplit(("postgresql+psycopg", parts.netloc, f"/{DB_NAME}", parts.query, ""))
+    return urlunsplit(("postgresql+psycopg", parts.netloc, f"/{db_name()}", parts.query, ""))
 
 
 def _ensure_database() -> None:
@@ -148,17 +158,16 @@ def _ensure_database() -> None:
 
     from r2adapter.store.db import database_url
 
+    name = db_name()
     parts = urlsplit(database_url())
     admin = urlunsplit((parts.scheme, parts.netloc, "/postgres", parts.query, ""))
     try:
         with psycopg.connect(admin, autocommit=True, connect_timeout=10) as conn:
-            if not conn.execute(
-                "SELECT 1 FROM pg_database WHERE datname = %s", (DB_NAME,)
-            ).fetchone():
-                conn.execute(f'CREATE DATABASE "{DB_NAME}"')
+            if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
+                conn.execute(f'CREATE DATABASE "{name}"')
     except psycopg.Error as e:
         raise R2AError(
-            f"cannot create the database '{DB_NAME}' for the MLflow server: "
+            f"cannot create the database '{name}' for the MLflow server: "
             f"{str(e).strip().splitlines()[0][:200]} (is `r2a db up` running?)"
         ) from None
 

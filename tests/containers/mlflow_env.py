@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,37 @@ def mlflow_server(
         if _held["users"] == 0:
             server.down()
             _held["server"] = None
+
+
+@contextmanager
+def own_mlflow_server(pg_env: dict[str, str], state: Path) -> Iterator[MlflowServer]:
+    """A second `r2a mlflow up` with a database of its own (R2A_MLFLOW_DB): a registry that
+    no other module has written to, for a module that counts versions from 1. The session's
+    server keeps running; this one's settings are in os.environ while the block runs."""
+    from r2adapter.config import settings
+    from r2adapter.registry import server
+
+    env = {
+        "R2A_MLFLOW_DIR": str(state),
+        "R2A_MLFLOW_PORT": str(_free_port()),
+        "R2A_MLFLOW_DB": f"mlflow_own_{os.getpid()}",
+    }
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    settings.cache_clear()
+    try:
+        st, seconds = server.up()
+        yield MlflowServer(
+            st.url, state, {**pg_env, **env, "MLFLOW_TRACKING_URI": st.url}, seconds, st.rss_mb
+        )
+    finally:
+        server.down()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        settings.cache_clear()
 
 
 def served_champion(srv: MlflowServer, tmp_path_factory: pytest.TempPathFactory) -> str:
