@@ -82,11 +82,12 @@ class RouteBatcher:
     at once (one a core: each model session runs on R2A_MODEL_THREADS threads, 1 by
     default, so one batch at a time would leave the other cores idle).
 
-    Two queues: single queries (/route, and /retrieve's routing) go first into each batch,
-    and a client's list (/route_batch) fills what room is left. A single query then waits
-    for at most the batches already being scored, not behind every list queued before it
-    (issue 27's throughput: under 16 mixed clients, 91% of the queries came in lists of 32,
-    and a /route queued behind them)."""
+    Two queues, two kinds of batch: single queries (/route, and /retrieve's routing) are
+    scored in batches of their own, ahead of the lists (/route_batch), and lists take at most
+    `parallel - 1` of the lanes when there is more than one, so a lane is always free for a
+    single query. A /route then waits for at most a batch of single queries, not behind the
+    lists of 32 queued before it, nor in a batch that lists have filled (issue 27's
+    throughput: under 16 mixed clients, 91% of the queries come in lists of 32)."""
 
     def __init__(
         self,
@@ -100,6 +101,8 @@ class RouteBatcher:
         self._singles: list[tuple[str, asyncio.Future[t.Any]]] = []
         self._bulk: list[tuple[str, asyncio.Future[t.Any]]] = []
         self._running = 0
+        self._bulk_running = 0
+        self.bulk_lanes = max(1, self.parallel - 1)
         self._tasks: set[asyncio.Task[None]] = set()  # held: the loop keeps only weak refs
 
     def _pending(self) -> int:
@@ -130,18 +133,23 @@ class RouteBatcher:
             self._start()
         return list(await asyncio.gather(*futs))
 
-    def _next_batch(self) -> list[tuple[str, asyncio.Future[t.Any]]]:
-        batch = self._singles[: self.max_batch]
-        del self._singles[: self.max_batch]
-        room = self.max_batch - len(batch)
-        batch += self._bulk[:room]
-        del self._bulk[:room]
-        return batch
+    def _next_batch(self) -> tuple[list[tuple[str, asyncio.Future[t.Any]]], bool]:
+        """The next batch and whether it is of lists: single queries first; lists only
+        while fewer than `bulk_lanes` lanes score lists (else nothing: this lane ends)."""
+        queue, bulk = self._singles, False
+        if not queue and self._bulk_running < self.bulk_lanes:
+            queue, bulk = self._bulk, True
+        batch = queue[: self.max_batch]
+        del queue[: self.max_batch]
+        return batch, bulk
 
     async def _drain(self) -> None:
         try:
-            while self._singles or self._bulk:
-                batch = self._next_batch()
+            while True:
+                batch, bulk = self._next_batch()
+                if not batch:
+                    return
+                self._bulk_running += bulk
                 try:
                     out = await to_thread.run_sync(self.score, [q for q, _ in batch])
                 except Exception as e:  # every caller of the batch gets the error
@@ -149,6 +157,8 @@ class RouteBatcher:
                         if not f.done():
                             f.set_exception(e)
                     continue
+                finally:
+                    self._bulk_running -= bulk
                 for (_, f), r in zip(batch, out, strict=True):
                     if not f.done():
                         f.set_result(r)

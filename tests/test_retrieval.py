@@ -137,6 +137,43 @@ def test_onnx_encoder_gives_the_torch_embeddings(tmp_path: Path) -> None:
     assert np.abs(b.run(texts[:1]) - torch_enc.encode(texts[:1])).max() < 1e-5
 
 
+def test_onnx_encoder_runs_from_several_threads_at_once() -> None:
+    """The service's routing lanes encode at the same time (no encoder-wide lock on ONNX):
+    eight threads, each its own texts, each the vectors it gets alone; the passes overlap."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from r2adapter.index.encoder import Encoder
+
+    enc = Encoder("minilm", backend="onnx")
+    assert enc.backend == "onnx"
+    texts = [[f"Who directed film number {i}-{j}?" for j in range(i + 1)] for i in range(8)]
+    alone = [enc.encode(t) for t in texts]
+    active, peak = 0, 0
+    lock = threading.Lock()
+    run = enc._onnx.run  # type: ignore[union-attr]
+
+    def counted(batch: list[str]) -> np.ndarray:
+        nonlocal active, peak
+        with lock:
+            active += 1
+            peak = max(peak, active)
+        try:
+            time.sleep(0.02)  # hold the pass long enough for others to start
+            return run(batch)
+        finally:
+            with lock:
+                active -= 1
+
+    enc._onnx.run = counted  # type: ignore[union-attr,method-assign]
+    with ThreadPoolExecutor(8) as pool:
+        together = list(pool.map(enc.encode, texts))
+    for a, b in zip(alone, together, strict=True):
+        assert np.abs(a - b).max() < 1e-6
+    assert peak > 1, "the passes did not overlap: a lock still serialises them"
+
+
 def _minilm_dir() -> Path:
     from r2adapter.index.encoder import _minilm_path
 

@@ -79,8 +79,8 @@ def test_a_failing_batch_fails_its_callers_and_the_batcher_recovers() -> None:
 
 
 def test_a_single_query_goes_ahead_of_queued_lists() -> None:
-    """Lists (/route_batch) fill what room the single queries (/route) leave: a query that
-    arrives behind three queued lists of 4 is scored in the next batch, not the fourth."""
+    """A query (/route) that arrives behind three queued lists of 4 (/route_batch) is scored
+    next, in a batch of its own (not one that lists fill), and the lists after it."""
     batches: list[list[str]] = []
     first_started = threading.Event()
 
@@ -101,5 +101,37 @@ def test_a_single_query_goes_ahead_of_queued_lists() -> None:
     out, single = asyncio.run(main())
     assert single == "single" and out == [[f"l{j}-{i}" for i in range(4)] for j in range(3)]
     assert batches[0] == [f"l0-{i}" for i in range(4)]
-    assert batches[1][0] == "single" and len(batches[1]) == 4  # first, then room filled
-    assert sum(map(len, batches)) == 13 and all(len(x) <= 4 for x in batches)
+    assert batches[1] == ["single"]
+    assert batches[2:] == [[f"l{j}-{i}" for i in range(4)] for j in (1, 2)]
+
+
+def test_lists_leave_a_lane_free_for_single_queries() -> None:
+    """With two lanes, lists are scored on one at most: a single query that arrives while
+    lists wait is scored at once on the other lane, not after a list."""
+    lanes: dict[str, int] = {"bulk": 0, "peak_bulk": 0}
+    lock = threading.Lock()
+    waited: list[float] = []
+
+    def score(qs: list[str]) -> list[str]:
+        is_list = qs[0].startswith("l")
+        with lock:
+            lanes["bulk"] += is_list
+            lanes["peak_bulk"] = max(lanes["peak_bulk"], lanes["bulk"])
+        time.sleep(0.1 if is_list else 0.001)
+        with lock:
+            lanes["bulk"] -= is_list
+        return qs
+
+    async def main() -> None:
+        b = RouteBatcher(score, max_batch=4, parallel=2)
+        lists = [asyncio.create_task(b.many([f"l{j}-{i}" for i in range(4)])) for j in range(4)]
+        await asyncio.sleep(0.02)
+        for _ in range(3):
+            t0 = time.perf_counter()
+            await b("single")
+            waited.append(time.perf_counter() - t0)
+        await asyncio.gather(*lists)
+
+    asyncio.run(main())
+    assert lanes["peak_bulk"] == 1  # never both lanes on lists
+    assert max(waited) < 0.08, waited  # a list takes 0.1 s: no single waited for one

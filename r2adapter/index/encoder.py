@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -94,12 +95,15 @@ class Encoder:
         step = batch_size * 8
         from tqdm import tqdm
 
+        # torch: one forward pass at a time; ONNX: concurrent passes (the service's routing
+        # lanes, one a core: a list of 32 no longer holds a single query's pass behind it)
+        lock = self._lock if self._onnx is None else contextlib.nullcontext()
         with (
-            self._lock,
+            lock,
             tqdm(
                 total=len(texts), desc=desc, unit="text", dynamic_ncols=True, disable=not progress
             ) as bar,
-        ):  # one forward pass at a time
+        ):
             for i in range(0, len(order), step):
                 idx = order[i : i + step]
                 out[idx] = self._forward([texts[j] for j in idx], batch_size)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+import threading
 import warnings
 from pathlib import Path
 from typing import Any
@@ -94,7 +95,11 @@ def export(transformer: Any, tokenizer: Any, path: Path, normalize: bool) -> Pat
 
 class OnnxPooled:
     """`run(texts)` → pooled float32 vectors from an exported transformer, tokenised by the
-    model's own tokenizer. Exported on first use into `cache_dir/<name>-<key>.onnx`."""
+    model's own tokenizer. Exported on first use into `cache_dir/<name>-<key>.onnx`.
+
+    `run` may be called from several threads at once: onnxruntime's `InferenceSession.run`
+    is thread-safe, and the tokenizer (a Rust fast tokenizer that sets its padding and
+    truncation on each call: "Already borrowed" when two threads do) runs under a lock."""
 
     def __init__(
         self,
@@ -120,11 +125,17 @@ class OnnxPooled:
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
         self.tokenizer, self.max_length, self.path = tokenizer, max_length, path
+        self._tokenize_lock = threading.Lock()
 
     def run(self, texts: list[str]) -> np.ndarray:
-        b = self.tokenizer(
-            texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="np"
-        )
+        with self._tokenize_lock:
+            b = self.tokenizer(
+                texts,
+                padding=True,
+                truncation=True,
+                max_length=self.max_length,
+                return_tensors="np",
+            )
         feeds = {
             "ids": b["input_ids"].astype(np.int64),
             "mask": b["attention_mask"].astype(np.int64),
