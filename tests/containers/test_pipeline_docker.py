@@ -1,10 +1,10 @@
 """The retraining pipeline in containers (issue 23, item 2): `retrain.local_pipeline` under
 kfp.local.DockerRunner (pipelines/local.py), every component in the project image with the
 host's network, on the MuSiQue subset (60 questions, precomputed OpenIE), from the data to
-models registered and promoted (`champion`) in an MLflow server of this module's own; its figures equal the
-SubprocessRunner run's on the same data. Then the faults: a component failing in its
-container fails the run naming it, with its log; the MLflow server down: the first step
-that calls it fails clearly and no alias moves."""
+models registered and promoted (`champion`) in an MLflow server of this module's own; its
+figures equal the SubprocessRunner run's on the same data. Then the faults: a component
+failing in its container fails the run naming it, with its log; the MLflow server down: the
+first step that calls it fails clearly and no alias moves."""
 
 from __future__ import annotations
 
