@@ -3,17 +3,28 @@ its registry in (R2A_MLFLOW_DB), and that the backend URL names it."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
+from r2adapter.config import settings
 from r2adapter.errors import R2AError
 from r2adapter.registry import server
 
 pytestmark = pytest.mark.unit
 
 
+@pytest.fixture(autouse=True)
+def _fresh_settings() -> Iterator[None]:
+    """settings() caches R2A_DATABASE_URL; leave the next test the cache it would have had."""
+    yield
+    settings.cache_clear()
+
+
 def test_the_database_is_mlflow_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("R2A_MLFLOW_DB", raising=False)
     monkeypatch.setenv("R2A_DATABASE_URL", "postgresql://u:p@127.0.0.1:5544/r2a?sslmode=disable")
+    settings.cache_clear()  # settings() is read once per process; this test changes its input
     assert server.db_name() == "mlflow"
     assert server.backend_uri() == "postgresql+psycopg://u:p@127.0.0.1:5544/mlflow?sslmode=disable"
     monkeypatch.setenv("R2A_MLFLOW_DB", "mlflow_staging")

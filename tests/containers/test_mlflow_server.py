@@ -61,6 +61,8 @@ def test_train_register_promote_load_over_http(
     import mlflow
     from mlflow import MlflowClient
 
+    from r2adapter.config import settings
+
     dataset = served_champion(mlflow_server, tmp_path_factory)
     print(f"index + label + train + promote through the server: {mlflow_server.timings}")
     c = MlflowClient(tracking_uri=mlflow_server.url, registry_uri=mlflow_server.url)
@@ -73,6 +75,9 @@ def test_train_register_promote_load_over_http(
     stored = list((mlflow_server.state / "artifacts").rglob("MLmodel"))
     assert stored, "no model under the server's --artifacts-destination"
 
+    # mlflow.set_tracking_uri also writes MLFLOW_TRACKING_URI into os.environ: keep the
+    # session's value to put back, or every later in-process client reads this server
+    before = {k: os.environ.get(k) for k in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI")}
     mlflow.set_tracking_uri(mlflow_server.url)
     mlflow.set_registry_uri(mlflow_server.url)
     try:
@@ -84,8 +89,14 @@ def test_train_register_promote_load_over_http(
             f"{time.perf_counter() - t0:.1f} s"
         )
     finally:
-        mlflow.set_tracking_uri(os.environ["MLFLOW_TRACKING_URI"])
-        mlflow.set_registry_uri(os.environ["MLFLOW_TRACKING_URI"])
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        mlflow.set_tracking_uri(settings().mlflow_uri)
+        mlflow.set_registry_uri(settings().mlflow_uri)
+    assert os.environ.get("MLFLOW_TRACKING_URI") == before["MLFLOW_TRACKING_URI"]
     assert list(out.columns[:3]) == ["p_dense", "p_graph", "decision"] and len(out) == 2
     assert set(out["decision"]) <= {"dense", "graph"}
 
