@@ -11,7 +11,7 @@ export DO_NOT_TRACK := 1
 
 .PHONY: install data run test test-fast lint format clean llm-server test-llm-server \
 	docker-up docker-down base-image wheelhouse image test-containers test-pipeline-docker \
-	policy-scan print-image
+	policy-scan print-image results
 
 # torch first and alone: `torch==2.13.0` is the CPU build on this disk; everything else
 # is pinned in requirements.lock (regenerate with `make lock`).
@@ -133,6 +133,12 @@ test: data
 	@if docker info >/dev/null 2>&1; then $(MAKE) -s image; \
 	else echo "make test: no Docker daemon reachable: the container tier (tests/containers, marker containers) is skipped; make test-containers provisions Docker and runs it"; fi
 	R2A_IMAGE=$(IMAGE) R2A_PG_IMAGE=$(PG_IMAGE) $(VENV)/bin/pytest -q
+
+# docs/results.md, the figures' page, rendered from the saved reports (reports/ and
+# benchmarks/results/*.json) by scripts/render_results.py; tests/test_results_page.py fails
+# when the committed page and the files differ.
+results: install
+	$(PY) scripts/render_results.py
 
 # The unit tier: no Postgres, no server, under a minute (markers in pyproject.toml). It
 # pulls the data only when it is missing (a `dvc pull` that finds nothing to do takes

@@ -1,0 +1,1328 @@
+#!/usr/bin/env python
+"""Render docs/results.md from the saved reports: every table names the JSON file its
+figures come from, so no figure in the docs can drift from its file.
+
+    .venv/bin/python scripts/render_results.py            # writes docs/results.md
+    .venv/bin/python scripts/render_results.py --out x.md # elsewhere
+    .venv/bin/python scripts/render_results.py --root R   # read reports/ etc. under R
+
+Sources: `reports/` (what `make run` / `dvc repro` writes: validation, index, labels,
+training, promotion, evaluation, corpora) and `benchmarks/results/*.json` (what the
+benchmarks saved). A file that is missing is said so in the page, "(not measured: <file>
+missing)", and the rest still renders. Reads only JSON and params.yaml: it imports nothing
+from the project, so it runs whatever state the library is in (`make results`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = Path("docs") / "results.md"
+MISSING = "(not measured: {} missing)"
+
+
+# ------------------------------------------------------------------------------ format
+def num(x: Any, digits: int = 3) -> str:
+    """A float with `digits` decimals (0.789), an int as is, None/NaN as an em dash."""
+    if x is None or isinstance(x, bool):
+        return "—" if x is None else ("yes" if x else "no")
+    if isinstance(x, int):
+        return str(x)
+    if isinstance(x, float):
+        if math.isnan(x):
+            return "—"
+        return f"{x:.{digits}f}"
+    return str(x)
+
+
+def param(x: Any) -> str:
+    """A params.yaml value as written there: 1e-05, 0.5, a list joined."""
+    if isinstance(x, list):
+        return ", ".join(str(v) for v in x)
+    if isinstance(x, float):
+        return f"{x:g}"
+    return num(x)
+
+
+def ms(x: Any) -> str:
+    return num(x, 1)
+
+
+def pct(x: Any) -> str:
+    return "—" if x is None else f"{100 * x:.1f}%"
+
+
+def signed(x: Any, digits: int = 3) -> str:
+    return "—" if x is None else f"{x:+.{digits}f}"
+
+
+def ci(pair: Sequence[float] | None, digits: int = 3) -> str:
+    if not pair:
+        return "—"
+    return f"[{pair[0]:+.{digits}f}, {pair[1]:+.{digits}f}]"
+
+
+def diff_ci(d: dict[str, Any] | None, digits: int = 3) -> str:
+    """A paired difference {diff, ci95} as `+0.074 [+0.060, +0.088]`."""
+    if not d:
+        return "—"
+    return f"{signed(d.get('diff'), digits)} {ci(d.get('ci95'), digits)}"
+
+
+def paired_cell(v: dict[str, Any]) -> str:
+    """A paired comparison: `diff [ci]`, or the gap to the hull where no interval was kept."""
+    if "diff" in v or "paired" in v:
+        return diff_ci(v.get("paired", v))
+    if "gap" in v:
+        kway, hull = num(v.get("kway_recall")), num(v.get("hull_recall"))
+        return f"{signed(v['gap'])} (kway {kway}, hull {hull})"
+    return "—"
+
+
+def get(d: Any, *path: Any, default: Any = None) -> Any:
+    for p in path:
+        if not isinstance(d, dict) or p not in d:
+            return default
+        d = d[p]
+    return d
+
+
+# ------------------------------------------------------------------------------ page
+class Page:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.lines: list[str] = []
+
+    def load(self, rel: str) -> Any:
+        path = self.root / rel
+        if not path.is_file():
+            return None
+        return json.loads(path.read_text(encoding="utf-8"))
+
+    def h(self, level: int, title: str) -> None:
+        self.lines += [f"{'#' * level} {title}", ""]
+
+    def para(self, text: str) -> None:
+        self.lines += [text, ""]
+
+    def source(self, *rels: str) -> None:
+        names = ", ".join(f"`{r}`" for r in rels)
+        self.lines += [f"Source: {names}", ""]
+
+    def missing(self, rel: str) -> None:
+        self.lines += [MISSING.format(f"`{rel}`"), ""]
+
+    def table(self, headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+        rows = [[str(c) for c in r] for r in rows]
+        if not rows:
+            self.lines += ["(no rows)", ""]
+            return
+        self.lines.append("| " + " | ".join(headers) + " |")
+        self.lines.append("|" + "---|" * len(headers))
+        for r in rows:
+            self.lines.append("| " + " | ".join(c.replace("|", "\\|") for c in r) + " |")
+        self.lines.append("")
+
+    def section(self, level: int, title: str, rel: str, body: Callable[[Any], None]) -> None:
+        """A heading, the source line and the table(s) `body` renders from the file."""
+        self.h(level, title)
+        self.source(rel)
+        data = self.load(rel)
+        if data is None:
+            self.missing(rel)
+            return
+        if isinstance(data, dict) and data.get("timestamp"):
+            self.lines[-2] += f" ({data['timestamp']})"
+        body(data)
+
+    def text(self) -> str:
+        while self.lines and self.lines[-1] == "":
+            self.lines.pop()
+        return "\n".join(self.lines) + "\n"
+
+
+# ------------------------------------------------------------------------------ reports/
+def validation(page: Page) -> None:
+    page.h(3, "Validation (Great Expectations)")
+    files = sorted((page.root / "reports" / "validate").glob("*.json"))
+    page.source("reports/validate/*.json")
+    if not files:
+        page.missing("reports/validate/*.json")
+        return
+    rows = []
+    for f in files:
+        d = json.loads(f.read_text(encoding="utf-8"))
+        rows.append(
+            [
+                d.get("dataset"),
+                num(d.get("passages")),
+                num(d.get("queries")),
+                num(d.get("complete_gold")),
+                num(d.get("expectations")),
+                num(d.get("failed")),
+            ]
+        )
+    page.table(["dataset", "passages", "queries", "complete gold", "expectations", "failed"], rows)
+
+
+def index(page: Page) -> None:
+    rel = "reports/index/2wikimultihopqa.json"
+
+    def body(d: dict[str, Any]) -> None:
+        counts = [
+            "passages",
+            "entities",
+            "facts",
+            "passage_entity_edges",
+            "synonym_edges",
+            "passages_without_facts",
+            "adr_hyperedges",
+            "adr_insight_edges",
+        ]
+        page.table(
+            ["encoder", "OpenIE", *counts],
+            [[d.get("encoder"), d.get("openie"), *(num(d.get(k)) for k in counts)]],
+        )
+        stages = [k for k in d if k.startswith("seconds_")]
+        page.table(
+            [k.removeprefix("seconds_") + " s" for k in stages],
+            [[num(d[k], 1) for k in stages]],
+        )
+
+    page.section(3, "The 2Wiki index", rel, body)
+
+
+def labels(page: Page) -> None:
+    page.h(3, "Labels (`r2a label`: the paper's Table 1 and the rules' oracles)")
+    files = sorted((page.root / "reports" / "labels").glob("*.json"))
+    page.source("reports/labels/<dataset>.json")
+    if not files:
+        page.missing("reports/labels/*.json")
+        return
+    rows = []
+    for f in files:
+        d = json.loads(f.read_text(encoding="utf-8"))
+        t1 = d.get("table1", {})
+        rules = d.get("rule_comparison", {})
+        row = [
+            d.get("dataset"),
+            d.get("rule"),
+            num(t1.get("total")),
+            num(t1.get("preference_graph_pct"), 1),
+            num(t1.get("both_suitable_pct"), 1),
+        ]
+        for rule in ("avg_rank", "topk_first", "recall_first"):
+            r = rules.get(rule)
+            row.append(
+                "—" if r is None else f"{num(r['graph_preference'])} / {num(r['oracle_recall@5'])}"
+            )
+        rows.append(row)
+    page.table(
+        [
+            "dataset",
+            "rule",
+            "queries",
+            "graph preferred %",
+            "both suitable %",
+            "avg_rank: graph share / oracle R@5",
+            "topk_first",
+            "recall_first",
+        ],
+        rows,
+    )
+
+
+def retrieval_modes(page: Page, modes: dict[str, Any]) -> None:
+    keys = ["recall@2", "recall@5", "fcr@2", "fcr@5", "answer_in_context@5"]
+    rows = []
+    for mode, m in modes.items():
+        rows.append(
+            [
+                mode,
+                *(num(m.get(k)) for k in keys),
+                num(m.get("hub_mass")),
+                num(m.get("ppr_weighted_strength"), 1),
+                ms(m.get("latency_ms_p50")),
+                ms(m.get("latency_ms_p95")),
+            ]
+        )
+    page.table(
+        [
+            "mode",
+            "R@2",
+            "R@5",
+            "FCR@2",
+            "FCR@5",
+            "answer in context@5",
+            "hub mass",
+            "PPR-weighted strength",
+            "p50 ms",
+            "p95 ms",
+        ],
+        rows,
+    )
+
+
+def retrieval(page: Page) -> None:
+    rel = "reports/eval/retrieval.json"
+
+    def body(d: dict[str, Any]) -> None:
+        page.para(
+            f"{d.get('dataset')}, {d.get('n_queries')} complete-gold queries, index version "
+            f"{d.get('index_version')}, OpenIE `{d.get('openie')}`, PPR solver "
+            f"`{get(d, 'ppr', 'solver')}`; rewrite `{get(d, 'rewrite', 'backend')}`."
+        )
+        retrieval_modes(page, d.get("modes", {}))
+
+    page.section(3, "Retrieval (`r2a evaluate retrieval`)", rel, body)
+
+
+def router_params(page: Page) -> None:
+    page.h(3, "What the two-way routers are trained with")
+    page.source("params.yaml")
+    path = page.root / "params.yaml"
+    if not path.is_file():
+        page.missing("params.yaml")
+        return
+    p = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    shared = p.get("router", {})
+    keys = [
+        "alpha",
+        "gamma",
+        "weight_decay",
+        "lr",
+        "head_lr",
+        "epochs",
+        "max_graph_usage",
+        "usage_margin",
+        "features",
+    ]
+    rows = []
+    for router, section in (("r2a", "router_minilm"), ("r2a_embed", "router_embedding")):
+        merged = {**shared, **(p.get(section) or {})}
+        rows.append([router, f"`{section}`", *(param(merged.get(k)) for k in keys)])
+    page.para(
+        "`router:` merged with the backbone's own section (the backbone's wins). α and γ "
+        "are the focal BCE's (R²Adapter eq. 2; γ 0 is α-balanced BCE); a key absent from "
+        "params.yaml takes `RouterParams`' default in r2adapter/config.py."
+    )
+    page.table(
+        [
+            "router",
+            "section",
+            "α",
+            "γ",
+            "weight decay",
+            "lr",
+            "head lr",
+            "epochs",
+            "max graph usage",
+            "usage margin",
+            "features",
+        ],
+        rows,
+    )
+
+
+def training(page: Page) -> None:
+    page.h(3, "Training (`r2a train`), the frozen test split")
+    rels = ["reports/train/minilm.json", "reports/train/embedding.json"]
+    page.source(*rels)
+    rows = []
+    for rel in rels:
+        d = page.load(rel)
+        if d is None:
+            page.missing(rel)
+            continue
+        rows.append(
+            [
+                d.get("router"),
+                d.get("version"),
+                num(d.get("tau"), 2),
+                f"{d.get('best_step')} / {d.get('steps')}",
+                num(d.get("test_recall@5")),
+                num(d.get("test_recall@2")),
+                num(d.get("test_f1_graph")),
+                num(d.get("test_graph_usage")),
+                num(d.get("seconds"), 1),
+            ]
+        )
+    page.table(
+        [
+            "router",
+            "version",
+            "τ*",
+            "best step / steps",
+            "test R@5",
+            "test R@2",
+            "graph F1",
+            "graph usage",
+            "train s",
+        ],
+        rows,
+    )
+    rel = "reports/train/kway.json"
+    d = page.load(rel)
+    page.source(rel)
+    if d is None:
+        page.missing(rel)
+        return
+    thresholds = ", ".join(f"{k} {v}" for k, v in (d.get("thresholds") or {}).items())
+    page.table(
+        [
+            "router",
+            "version",
+            "thresholds",
+            "fallback",
+            "test recall",
+            "test FCR",
+            "mean ms",
+            "mean passages",
+            "train s",
+        ],
+        [
+            [
+                d.get("router"),
+                d.get("version"),
+                thresholds,
+                d.get("fallback"),
+                num(d.get("test_recall")),
+                num(d.get("test_fcr")),
+                ms(d.get("test_mean_ms")),
+                num(d.get("test_mean_passages"), 1),
+                num(d.get("seconds"), 1),
+            ]
+        ],
+    )
+
+
+def promotion(page: Page) -> None:
+    page.h(3, "Promotion (`r2a promote`: the gate)")
+    files = sorted((page.root / "reports" / "promote").glob("*.json"))
+    page.source("reports/promote/<router>.json")
+    if not files:
+        page.missing("reports/promote/*.json")
+        return
+    rows = []
+    for f in files:
+        d = json.loads(f.read_text(encoding="utf-8"))
+        rows.append(
+            [
+                d.get("router"),
+                num(d.get("candidate")),
+                num(d.get("champion_before")),
+                num(d.get("promoted")),
+                "; ".join(d.get("reasons") or []),
+            ]
+        )
+    page.table(["router", "candidate", "champion before", "promoted", "reasons"], rows)
+
+
+def two_way_routers(page: Page, routers: dict[str, Any]) -> None:
+    rows = []
+    for name, r in routers.items():
+        rows.append(
+            [
+                name,
+                num(r.get("recall@5")),
+                num(r.get("recall@2")),
+                num(r.get("graph_usage")),
+                num(r.get("precision_graph")),
+                num(r.get("recall_graph")),
+                num(r.get("f1_graph")),
+                num(r.get("latency_ms_p50"), 2),
+            ]
+        )
+    page.table(
+        [
+            "router",
+            "hybrid R@5",
+            "hybrid R@2",
+            "graph usage",
+            "graph precision",
+            "graph recall",
+            "graph F1",
+            "routing p50 ms",
+        ],
+        rows,
+    )
+
+
+def routing_eval(page: Page) -> None:
+    rel = "reports/eval/routing.json"
+
+    def body(d: dict[str, Any]) -> None:
+        page.para(
+            f"{d.get('dataset')}, split `{d.get('split')}`, {d.get('n_queries')} queries, "
+            f"labels `{d.get('rule')}`; champions {d.get('champion_versions')}."
+        )
+        two_way_routers(page, d.get("routers", {}))
+
+    page.section(3, "Routing (`r2a evaluate routing`)", rel, body)
+
+
+KWAY_DEFAULT_ROWS = (
+    "kway",
+    "r2a",
+    "r2a_rw",
+    "r2a_embed",
+    "r2a_embed_rw",
+    "ner",
+    "adr",
+    "oracle",
+    "oracle_routed",
+    "always_dense@5",
+    "always_graph@5",
+    "always_catrag@5",
+    "always_graph+rw@5",
+    "always_fusion@5",
+    "always_catrag+rw@5",
+)
+
+
+def kway_routers(page: Page, routers: dict[str, Any], names: Sequence[str] | None) -> None:
+    rows = []
+    for name in names or routers:
+        r = routers.get(name)
+        if r is None:
+            continue
+        share = r.get("share") or {}
+        share_s = (
+            ", ".join(f"{k} {v:.2f}" for k, v in share.items())
+            if len(share) <= 4
+            else (f"{len(share)} strategies")
+        )
+        rows.append(
+            [
+                name,
+                num(r.get("recall")),
+                num(r.get("fcr")),
+                ms(r.get("mean_ms")),
+                num(r.get("mean_passages"), 2),
+                num(r.get("mean_tokens"), 0),
+                num(r.get("latency_ms_p50"), 2),
+                share_s,
+            ]
+        )
+    page.table(
+        [
+            "router",
+            "recall",
+            "FCR",
+            "mean ms",
+            "mean passages",
+            "mean tokens",
+            "routing p50 ms",
+            "share",
+        ],
+        rows,
+    )
+
+
+def corpora(page: Page) -> None:
+    page.h(3, "A corpus the routers never saw: musique_dev (`docs/corpora.md`)")
+    rows = []
+    rels = [
+        "reports/corpora/musique_dev.retrieval_none.json",
+        "reports/corpora/musique_dev.retrieval_structural.json",
+    ]
+    page.source(*rels)
+    for rel in rels:
+        d = page.load(rel)
+        if d is None:
+            page.missing(rel)
+            continue
+        g = get(d, "modes", "graph", default={})
+        rw = d.get("rewrite", {})
+        rows.append(
+            [
+                rw.get("backend"),
+                num(d.get("n_queries")),
+                num(g.get("recall@5")),
+                num(g.get("fcr@5")),
+                num(g.get("answer_in_context@5")),
+                num(rw.get("parsed")),
+                num(rw.get("first_hop_accuracy")),
+                num(rw.get("chain_precision")),
+                num(rw.get("chain_recall")),
+                ms(g.get("latency_ms_p50")),
+            ]
+        )
+    page.table(
+        [
+            "rewrite",
+            "queries",
+            "graph R@5",
+            "FCR@5",
+            "answer in context@5",
+            "parsed",
+            "first-hop head",
+            "chain precision",
+            "chain recall",
+            "p50 ms",
+        ],
+        rows,
+    )
+    rel = "reports/corpora/musique_dev.loco.json"
+    page.source(rel)
+    d = page.load(rel)
+    if d is None:
+        page.missing(rel)
+        return
+    page.para(
+        f"The k-way router trained on {d.get('trained_on')} routing {d.get('n_queries')} "
+        f"musique_dev queries (protocol `{d.get('protocol')}`, budget {d.get('budget')})."
+    )
+    kway_routers(page, d.get("routers", {}), KWAY_DEFAULT_ROWS)
+    paired = d.get("paired", {})
+    page.table(
+        ["comparison", "recall difference [95%]"],
+        [[k, diff_ci(v)] for k, v in paired.items() if isinstance(v, dict) and "diff" in v],
+    )
+
+
+# ------------------------------------------------------------------------------ benchmarks
+def catrag_variants(page: Page, d: dict[str, Any]) -> None:
+    for ds in d.get("datasets", []):
+        page.para(f"**{ds.get('dataset')}** ({ds.get('queries')} queries)")
+        rows = []
+        for name, v in ds.get("variants", {}).items():
+            wl = v.get("fcr@5_wins_losses")
+            rows.append(
+                [
+                    name,
+                    num(v.get("recall@5")),
+                    num(v.get("fcr@5")),
+                    "—"
+                    if "fcr@5_vs_graph" not in v
+                    else f"{signed(v['fcr@5_vs_graph'])} {ci(v.get('fcr@5_vs_graph_ci95'))}",
+                    "—" if not wl else f"{wl[0]}/{wl[1]}",
+                    num(v.get("answer_in_context@5")),
+                    num(v.get("hub_mass")),
+                    num(v.get("ppr_weighted_strength"), 1),
+                    ms(v.get("latency_ms_p50")),
+                    ms(v.get("edit_ms_p50")) if "edit_ms_p50" in v else "—",
+                ]
+            )
+        page.table(
+            [
+                "variant",
+                "R@5",
+                "FCR@5",
+                "FCR@5 vs graph [95%]",
+                "wins/losses",
+                "AIC@5",
+                "hub mass",
+                "PPR-weighted strength",
+                "p50 ms",
+                "edit p50 ms",
+            ],
+            rows,
+        )
+
+
+def catrag(page: Page) -> None:
+    page.h(2, "CatRAG (`benchmarks/bench_catrag.py`)")
+    page.para(
+        "Every figure `fact_filter: none`; paired bootstrap 95% intervals against `graph`; "
+        "wins/losses: queries whose full chain only the variant (wins) or only graph recovers."
+    )
+    for title, rel in (
+        ("Variants and ablations", "benchmarks/results/catrag.json"),
+        ("Tiers read off the answer key (the ceiling)", "benchmarks/results/catrag_oracle.json"),
+        (
+            "The LLM judge and fact filter, local SmolLM2-135M",
+            "benchmarks/results/catrag_llm_local.json",
+        ),
+    ):
+        page.section(3, title, rel, lambda d: catrag_variants(page, d))
+
+
+def ppr_local(page: Page) -> None:
+    page.h(2, "Local PPR (`benchmarks/bench_ppr_local.py`)")
+    for rel in (
+        "benchmarks/results/ppr_local_graph.json",
+        "benchmarks/results/ppr_local_catrag.json",
+    ):
+
+        def body(d: dict[str, Any]) -> None:
+            rows = []
+            for mode, variants in d.get("modes", {}).items():
+                for name, v in variants.items():
+                    rows.append(
+                        [
+                            mode,
+                            name,
+                            num(v.get("recall@5")),
+                            num(v.get("fcr@5")),
+                            num(v.get("top5_agreement")),
+                            diff_ci(
+                                {"diff": v.get("fcr@5_delta"), "ci95": v.get("fcr@5_delta_ci95")}
+                            )
+                            if "fcr@5_delta" in v
+                            else "—",
+                            ms(v.get("search_p50_ms")),
+                            ms(v.get("ppr_p50_ms")),
+                        ]
+                    )
+            page.table(
+                [
+                    "mode",
+                    "solver",
+                    "R@5",
+                    "FCR@5",
+                    "top-5 equal to exact",
+                    "FCR@5 vs exact [95%]",
+                    "search p50 ms",
+                    "PPR p50 ms",
+                ],
+                rows,
+            )
+
+        page.section(3, f"{d_name(rel)}", rel, body)
+
+
+def d_name(rel: str) -> str:
+    return Path(rel).stem
+
+
+def scale(page: Page) -> None:
+    rel = "benchmarks/results/scale.json"
+
+    def body(d: dict[str, Any]) -> None:
+        page.para(
+            f"A synthetic graph of the 2Wiki index's shape; graph search = top-"
+            f"{d.get('passage_seeds')} passage seeding, ANN over facts, local PPR (r_max "
+            f"{d.get('r_max')}). Graph search p50 at the largest size over the smallest: "
+            f"**{num(d.get('graph_search_growth'), 2)}×**."
+        )
+        keys = [
+            ("passages", num),
+            ("nodes", num),
+            ("edges", num),
+            ("graph_search_p50_ms", ms),
+            ("graph_search_p95_ms", ms),
+            ("ppr_local_p50_ms", ms),
+            ("ppr_exact_p50_ms", ms),
+            ("ann_p50_ms", ms),
+            ("ann_fact_recall_at_5", num),
+            ("top5_agreement", num),
+            ("csr_mb", ms),
+            ("rss_mb", ms),
+            ("graph_load_s", ms),
+        ]
+        rows = [[f(s.get(k)) for k, f in keys] for s in d.get("sizes", {}).values()]
+        page.table(
+            [
+                "passages",
+                "nodes",
+                "edges",
+                "graph search p50 ms",
+                "p95 ms",
+                "local PPR p50 ms",
+                "exact PPR p50 ms",
+                "fact ANN p50 ms",
+                "fact ANN R@5",
+                "top-5 local = exact",
+                "CSR MB",
+                "RSS MB",
+                "graph load s",
+            ],
+            rows,
+        )
+
+    page.section(2, "Scaling (`benchmarks/bench_scale.py`; plan: `docs/scaling.md`)", rel, body)
+
+
+def synonyms(page: Page) -> None:
+    page.h(2, "Synonym edges: all pairs against pgvector HNSW (`benchmarks/bench_synonyms.py`)")
+    rels = [
+        "benchmarks/results/synonyms_hnsw.json",
+        "benchmarks/results/synonyms_growth.json",
+        "benchmarks/results/synonyms_growth_160k.json",
+    ]
+    page.source(*rels)
+    rows = []
+    for rel in rels:
+        d = page.load(rel)
+        if d is None:
+            page.missing(rel)
+            continue
+        sizes = d.get("sizes") or {str(d.get("entities")): d}
+        for size, s in sizes.items():
+            ratio = s.get("hnsw_over_all_pairs")
+            if ratio is None and s.get("all_pairs_s"):
+                ratio = s["hnsw_s"] / s["all_pairs_s"]
+            rows.append(
+                [
+                    Path(rel).name,
+                    size,
+                    num(get(s, "edges", "all_pairs")),
+                    num(s.get("recall"), 4),
+                    ms(s.get("all_pairs_s")),
+                    ms(s.get("hnsw_s")),
+                    num(ratio, 2),
+                ]
+            )
+    page.table(
+        [
+            "file",
+            "entities",
+            "all-pairs edges",
+            "HNSW recall",
+            "all pairs s",
+            "HNSW s",
+            "HNSW / all pairs",
+        ],
+        rows,
+    )
+
+
+def graph_memory(page: Page) -> None:
+    rel = "benchmarks/results/graph_memory.json"
+
+    def body(d: dict[str, Any]) -> None:
+        rows = [
+            [
+                name,
+                num(s.get("nodes")),
+                num(s.get("edges")),
+                ms(s.get("peak_mb")),
+                ms(s.get("estimate_mb")),
+                num(s.get("estimate_over_peak"), 2),
+                ms(s.get("load_s")),
+            ]
+            for name, s in d.get("datasets", {}).items()
+        ]
+        page.table(
+            [
+                "dataset",
+                "nodes",
+                "edges",
+                "peak MB at load",
+                "estimate MB",
+                "estimate / peak",
+                "load s",
+            ],
+            rows,
+        )
+
+    page.section(2, "Graph memory at load (`benchmarks/bench_graph_memory.py`)", rel, body)
+
+
+def rewriter(page: Page) -> None:
+    page.h(2, "The structural rewriter (`benchmarks/bench_rewriter.py`)")
+    rel = "benchmarks/results/rewriter_all_queries.json"
+
+    def body(d: dict[str, Any]) -> None:
+        rows = []
+        for ds in d.get("datasets", []):
+            st = ds.get("structural", {})
+            wo, w, ws = ds.get("without", {}), st.get("with", {}), st.get("with_seeding", {})
+            rows.append(
+                [
+                    ds.get("dataset"),
+                    num(ds.get("queries")),
+                    pct(st.get("parsed")),
+                    f"{num(wo.get('recall@5'))} / {num(wo.get('fcr@5'))}",
+                    f"{num(ws.get('recall@5'))} / {num(ws.get('fcr@5'))}",
+                    f"{signed(ws.get('recall@5_gain'))} {ci(ws.get('recall@5_gain_ci95'))}",
+                    f"{signed(ws.get('fcr@5_gain'))} {ci(ws.get('fcr@5_gain_ci95'))}",
+                    f"{signed(w.get('fcr@5_gain'))} {ci(w.get('fcr@5_gain_ci95'))}",
+                    num(st.get("ms_p50"), 2),
+                ]
+            )
+        page.table(
+            [
+                "corpus",
+                "queries",
+                "parsed",
+                "graph@5 R@5 / FCR@5",
+                "graph+rw@5 (seeding) R@5 / FCR@5",
+                "R@5 gain [95%]",
+                "FCR@5 gain [95%]",
+                "q′ appended only: FCR@5 gain",
+                "rewrite p50 ms",
+            ],
+            rows,
+        )
+
+    page.section(3, "Every complete-gold query, with and without the triplets' seeding", rel, body)
+    rel = "benchmarks/results/rewriter_epsilon_structural.json"
+
+    def eps(d: dict[str, Any]) -> None:
+        page.para(
+            f"{get(d, 'config', 'dataset')}, the queries router `{get(d, 'config', 'router')}` "
+            f"sends to graph ({get(d, 'routing', 'routed_to_graph')}); eq. 7's ε."
+        )
+        rows = [
+            [
+                e,
+                num(v.get("rewritten")),
+                num(v.get("recall@5_without")),
+                num(v.get("recall@5_with")),
+                num(v.get("rewrite_ms_p50"), 2),
+            ]
+            for e, v in d.get("per_epsilon", {}).items()
+        ]
+        page.table(["ε", "rewritten", "R@5 without", "R@5 with", "rewrite p50 ms"], rows)
+
+    page.section(3, "ε for the structural rewriter", rel, eps)
+    rel = "benchmarks/results/rewriter_corpora_musique_dev.json"
+
+    def gate(d: dict[str, Any]) -> None:
+        for name, c in d.get("corpora", {}).items():
+            page.para(
+                f"{name}, split `{d.get('split')}` ({c.get('n')} queries): graph@5 R@5 "
+                f"{num(get(c, 'graph', 'recall@5'))}, FCR@5 {num(get(c, 'graph', 'fcr@5'))}"
+            )
+            rows = [
+                [
+                    k,
+                    num(v.get("parsed")),
+                    num(v.get("recall@5")),
+                    num(v.get("fcr@5")),
+                    diff_ci(v.get("r5_gain")),
+                    diff_ci(v.get("fcr5_gain")),
+                ]
+                for k, v in c.items()
+                if isinstance(v, dict) and "r5_gain" in v
+            ]
+            page.table(
+                [
+                    "min confidence, link heads",
+                    "parsed",
+                    "R@5",
+                    "FCR@5",
+                    "R@5 gain [95%]",
+                    "FCR@5 gain [95%]",
+                ],
+                rows,
+            )
+
+    page.section(3, "The confidence gate, chosen on musique_dev's train split", rel, gate)
+
+
+def routing_bench(page: Page) -> None:
+    page.h(2, "Two-way routers (`benchmarks/bench_routing.py`, `bench_router_ceiling.py`)")
+    rel = "benchmarks/results/routing.json"
+
+    def body(d: dict[str, Any]) -> None:
+        for name, s in d.get("sets", {}).items():
+            page.para(
+                f"**{name}** ({s.get('n_queries')} queries, held out: {num(s.get('held_out'))})"
+            )
+            two_way_routers(page, s.get("routers", {}))
+        lat = d.get("latency", {})
+        rows = [
+            [k, ms(v.get("p50_ms")), ms(v.get("p95_ms"))]
+            for k, v in lat.items()
+            if isinstance(v, dict)
+        ]
+        page.para(f"Routing latency per query (r2a runtime `{lat.get('r2a_runtime')}`):")
+        page.table(["what", "p50 ms", "p95 ms"], rows)
+
+    page.section(3, "Side by side", rel, body)
+    rel = "benchmarks/results/router_ceiling.json"
+
+    def ceiling(d: dict[str, Any]) -> None:
+        ref = d.get("reference", {})
+        page.para(
+            f"{d.get('dataset')} {d.get('split')}, {d.get('n_queries')} queries, "
+            f"{d.get('folds')}-fold logistic probes: always dense "
+            f"{num(ref.get('always_dense'))}, always graph {num(ref.get('always_graph'))}, "
+            f"oracle {num(ref.get('oracle'))} (graph usage {num(ref.get('oracle_graph_usage'))})."
+        )
+        rows = [
+            [
+                k,
+                num(v.get("auc")),
+                num(v.get("recall@5_at_usage_0.4")),
+                num(v.get("recall@5_at_usage_0.5")),
+            ]
+            for k, v in d.get("models", {}).items()
+        ]
+        page.table(["probe", "ROC AUC", "R@5 at usage 0.4", "R@5 at usage 0.5"], rows)
+
+    page.section(3, "The router ceiling", rel, ceiling)
+
+
+def kway(page: Page) -> None:
+    page.h(2, "The k-way cost-aware router (`r2a evaluate routing`)")
+    rel = "benchmarks/results/kway_2wikimultihopqa_cv5.json"
+
+    def cv5(d: dict[str, Any]) -> None:
+        page.para(
+            f"{d.get('dataset')}, protocol `{d.get('protocol')}` ({d.get('n_queries')} "
+            f"queries, out of fold), budget {d.get('budget')}, max passages "
+            f"{d.get('max_passages')}; routes among {', '.join(d.get('strategies', []))}."
+        )
+        kway_routers(page, d.get("routers", {}), KWAY_DEFAULT_ROWS)
+        page.para("Paired bootstrap (recall):")
+        page.table(
+            ["comparison", "difference [95%]"],
+            [[k, paired_cell(v)] for k, v in d.get("paired", {}).items()],
+        )
+        page.para("The recall–cost frontier against the fixed strategies' best mix (hull):")
+        page.table(
+            ["budget", "recall", "FCR", "mean ms", "graph usage", "hull recall", "vs hull [95%]"],
+            [
+                [
+                    num(f.get("budget"), 1),
+                    num(f.get("recall")),
+                    num(f.get("fcr")),
+                    ms(f.get("mean_ms")),
+                    num(f.get("graph_usage")),
+                    num(f.get("hull_recall")),
+                    diff_ci(f.get("vs_hull")),
+                ]
+                for f in d.get("frontier", [])
+            ],
+        )
+        abl = d.get("ablation", {})
+        rows = [
+            [k, num(v.get("recall")), num(v.get("fcr")), ms(v.get("mean_ms"))]
+            for k, v in abl.items()
+            if isinstance(v, dict) and "recall" in v
+        ]
+        page.para("Ablation at the default budget:")
+        page.table(["variant", "recall", "FCR", "mean ms"], rows)
+        at_cost = abl.get("frontier_at_two_way_cost", {})
+        rows = []
+        for k, v in at_cost.items():
+            row = [k, ms(v.get("router_ms")), num(v.get("router_recall"))]
+            for side in ("within", "above"):
+                w = v.get(side) or {}
+                row += [
+                    f"{num(w.get('budget'), 1)}: {num(w.get('kway_recall'))} at "
+                    f"{ms(w.get('kway_ms'))} ms",
+                    diff_ci(w.get("paired")),
+                ]
+            rows.append(row)
+        if rows:
+            page.para(
+                "kway at each two-way router's own ms (`frontier_at_two_way_cost`: the "
+                "largest budget within it, the smallest above it):"
+            )
+            page.table(
+                [
+                    "router",
+                    "router ms",
+                    "router recall",
+                    "kway within (budget)",
+                    "vs router [95%]",
+                    "kway above (budget)",
+                    "vs router [95%]",
+                ],
+                rows,
+            )
+        moon = abl.get("moonshot")
+        if isinstance(moon, dict):
+            page.para(
+                f"Moonshot (`ablation.moonshot`, target {moon.get('target')}): kway over "
+                f"every strategy {num(get(moon, 'kway_every_strategy', 'recall'))}, the "
+                f"fixed strategies' best mix {num(moon.get('hull_recall'))}, a per-query "
+                f"oracle within the same means {num(moon.get('budgeted_oracle_recall'))}."
+            )
+
+    page.section(3, "2Wiki, out of fold", rel, cv5)
+    for title, rel in (
+        ("2Wiki, the frozen test split", "benchmarks/results/kway_2wikimultihopqa_test.json"),
+        ("MuSiQue, a corpus it never saw", "benchmarks/results/kway_musique_all.json"),
+        ("HotpotQA, a corpus it never saw", "benchmarks/results/kway_hotpotqa_all.json"),
+    ):
+
+        def body(d: dict[str, Any]) -> None:
+            page.para(
+                f"{d.get('n_queries')} queries, protocol `{d.get('protocol')}`, "
+                f"budget {d.get('budget')}."
+            )
+            kway_routers(page, d.get("routers", {}), KWAY_DEFAULT_ROWS)
+            page.table(
+                ["comparison", "recall difference [95%]"],
+                [
+                    [k, paired_cell(v)]
+                    for k, v in d.get("paired", {}).items()
+                    if isinstance(v, dict)
+                ],
+            )
+
+        page.section(3, title, rel, body)
+
+
+def adr(page: Page) -> None:
+    rel = "benchmarks/results/adr.json"
+
+    def body(d: dict[str, Any]) -> None:
+        page.para(
+            f"{d.get('dataset')}, {d.get('n_queries')} queries, out of fold; γ "
+            f"{get(d, 'adr', 'gamma')}."
+        )
+        rows = [
+            [
+                k,
+                num(v.get("recall")),
+                num(v.get("fcr")),
+                num(v.get("mean_tokens"), 0),
+                ms(v.get("mean_ms")),
+                num(v.get("mean_passages"), 2),
+            ]
+            for k, v in d.get("plane", {}).items()
+        ]
+        page.table(
+            ["retriever", "R@5", "FCR@5", "context tokens", "mean ms", "mean passages"], rows
+        )
+        t = d.get("targets", {})
+        page.table(
+            ["tokens cut vs always-complex", "ms cut", "FCR@5 gain", "targets met"],
+            [
+                [
+                    pct(t.get("tokens_cut")),
+                    pct(t.get("ms_cut")),
+                    signed(t.get("fcr_diff")),
+                    num(t.get("met")),
+                ]
+            ],
+        )
+        fb = get(d, "adr", "fallback_by_gamma", default={})
+        if fb:
+            page.table(["γ", *fb.keys()], [["fallback share", *(num(v, 2) for v in fb.values())]])
+
+    page.section(2, "ADR (`benchmarks/bench_adr.py`; design: `docs/adr.md`)", rel, body)
+
+
+def load(page: Page) -> None:
+    page.h(2, "The service under load")
+    rel = "benchmarks/results/hardening2_mixed.json"
+
+    def mixed(d: dict[str, Any]) -> None:
+        page.para(str(d.get("what", "")))
+        rows = []
+        for side, s in d.get("sides", {}).items():
+            row = [side, num(s.get("requests"))]
+            for ep in ("route", "retrieve", "route_batch"):
+                e = s.get(ep, {})
+                errs = sum((e.get("errors") or {}).values())
+                row += [ms(e.get("p50_ms")), ms(e.get("p95_ms")), num(errs)]
+            row += [
+                num(s.get("tracebacks")),
+                num(s.get("log_lines_beyond_access_per_1000_requests"), 1),
+            ]
+            rows.append(row)
+        page.table(
+            [
+                "service",
+                "requests",
+                "/route p50",
+                "p95",
+                "errors",
+                "/retrieve p50",
+                "p95",
+                "errors",
+                "/route_batch p50",
+                "p95",
+                "errors",
+                "tracebacks",
+                "log lines beyond access / 1,000",
+            ],
+            rows,
+        )
+        page.para(
+            f"/route p50 speed-up: {num(d.get('route_p50_speedup'), 2)}×; targets met: "
+            f"{num(d.get('met'))}."
+        )
+
+    page.section(3, "Mixed clients (`benchmarks/bench_mixed.py`)", rel, mixed)
+    for title, rel in (
+        ("/route at 8 clients (`benchmarks/bench_load.py`)", "benchmarks/results/load_route.json"),
+        ("/route before issue 27's batching", "benchmarks/results/load_route_before.json"),
+    ):
+
+        def phases(d: dict[str, Any]) -> None:
+            rows = [
+                [
+                    name,
+                    num(p.get("requests")),
+                    num(p.get("errors")),
+                    num(p.get("throughput_rps"), 1),
+                    ms(p.get("p50_ms")),
+                    ms(p.get("p95_ms")),
+                    ms(p.get("p99_ms")),
+                ]
+                for name, p in d.get("phases", {}).items()
+            ]
+            page.table(["phase", "requests", "errors", "req/s", "p50 ms", "p95 ms", "p99 ms"], rows)
+
+        page.section(3, title, rel, phases)
+    rel = "benchmarks/results/hardening.json"
+
+    def hardening(d: dict[str, Any]) -> None:
+        rows = [
+            [
+                k,
+                json.dumps(v.get("value"))
+                if isinstance(v.get("value"), dict)
+                else num(v.get("value")),
+                v.get("target"),
+                num(v.get("met")),
+            ]
+            for k, v in d.get("targets", {}).items()
+        ]
+        page.table(["check", "value", "target", "met"], rows)
+
+    page.section(3, "Fuzzing, a database outage, /answer overload", rel, hardening)
+
+
+def llm_server(page: Page) -> None:
+    rel = "benchmarks/results/llm_server.json"
+
+    def body(d: dict[str, Any]) -> None:
+        cfg = d.get("config", {})
+        page.para(
+            f"The first {cfg.get('questions')} {cfg.get('dataset')} questions, "
+            f"{cfg.get('threads')} thread; per path: tokens/s, p50 / p95 ms an operation, fallback "
+            "rates by reason."
+        )
+        runtimes = d.get("runtimes", [])
+        paths: list[str] = []
+        for r in runtimes:
+            for p in r.get("paths", []):
+                if p["path"] not in paths:
+                    paths.append(p["path"])
+        rows = [
+            ["start-up s", *(num(r.get("startup_s"), 2) for r in runtimes)],
+            ["decode probe tok/s", *(num(get(r, "probe", "tokens_per_s"), 1) for r in runtimes)],
+        ]
+        for path in paths:
+            row = [path]
+            for r in runtimes:
+                p = next((p for p in r.get("paths", []) if p["path"] == path), None)
+                if p is None:
+                    row.append("—")
+                    continue
+                by_reason = (p.get("fallback_rate_by_reason") or {}).items()
+                rates = ", ".join(f"{k} {v:.2f}" for k, v in by_reason) or "none"
+                cell = (
+                    f"{num(p.get('tokens_per_s'), 1)} tok/s, "
+                    f"{ms(get(p, 'op_latency', 'p50_ms'))} / "
+                    f"{ms(get(p, 'op_latency', 'p95_ms'))} ms; {rates}"
+                )
+                if "names_gold_answer" in p:
+                    cell += f"; {p['names_gold_answer']}/{p.get('operations')} name the answer"
+                row.append(cell)
+            rows.append(row)
+        page.table(["path", *(r.get("runtime", "?") for r in runtimes)], rows)
+
+    page.section(
+        2, "The LLM path against a real server (`benchmarks/bench_llm_server.py`)", rel, body
+    )
+
+
+def index_shards(page: Page) -> None:
+    page.h(2, "Sharded indexing (`r2a index --shards N`; `docs/scaling.md`)")
+    rels = [
+        "benchmarks/results/index_shards.json",
+        "benchmarks/results/index_shards_idle.json",
+        "benchmarks/results/index_shards_load6.json",
+    ]
+    page.source(*rels)
+    rows = []
+    for rel in rels:
+        d = page.load(rel)
+        if d is None:
+            page.missing(rel)
+            continue
+        runs = d.get("runs", {})
+        for n, sp in (d.get("speedup") or {}).items():
+            rows.append(
+                [
+                    Path(rel).name,
+                    d.get("dataset"),
+                    n,
+                    ms(get(runs, "1", "wall_s")),
+                    ms(get(runs, n, "wall_s")),
+                    num(sp, 2),
+                    num(get(d, "equal_to_baseline", n, "all_equal")),
+                ]
+            )
+    page.table(
+        ["file", "dataset", "shards", "1 shard s", "N shards s", "speed-up", "same index"], rows
+    )
+
+
+# ------------------------------------------------------------------------------ render
+def render(root: Path = ROOT) -> str:
+    page = Page(root)
+    page.h(1, "Results")
+    page.para(
+        "Generated by `scripts/render_results.py` (`make results`) from the saved reports; "
+        "do not edit by hand: `tests/test_results_page.py` fails when this page and the "
+        "files differ. Each table names the file it comes from: `reports/` is what the "
+        "loop (`make run`, `dvc repro`) wrote on the machine that last ran it; "
+        "`benchmarks/results/` is what each benchmark saved when it last ran (machine, load "
+        "and time stamp are in the file). Recall is Recall@k over the gold passages, FCR "
+        "the full-chain rate (every gold passage in the top k); ms are wall-clock on the "
+        "machine named in the file."
+    )
+    page.h(2, "The loop on this checkout (`reports/`)")
+    for part in (
+        validation,
+        index,
+        labels,
+        retrieval,
+        router_params,
+        training,
+        promotion,
+        routing_eval,
+        corpora,
+    ):
+        part(page)
+    for part in (
+        catrag,
+        ppr_local,
+        rewriter,
+        routing_bench,
+        kway,
+        adr,
+        scale,
+        synonyms,
+        graph_memory,
+        index_shards,
+        load,
+        llm_server,
+    ):
+        part(page)
+    return page.text()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--root", type=Path, default=ROOT, help="read reports/ etc. under it")
+    ap.add_argument("--out", type=Path, default=None, help=f"default: <root>/{OUT}")
+    ap.add_argument("--check", action="store_true", help="exit 1 if the page is out of date")
+    args = ap.parse_args(argv)
+    text = render(args.root)
+    out = args.out or (args.root / OUT)
+    if args.check:
+        current = out.read_text(encoding="utf-8") if out.is_file() else ""
+        if current != text:
+            print(f"{out} is out of date: run `make results`", file=sys.stderr)
+            return 1
+        return 0
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    print(f"wrote {out} ({text.count(chr(10))} lines)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,170 @@
+"""docs/results.md is rendered from the saved reports (scripts/render_results.py,
+`make results`): the renderer runs, the figures it prints are the files' own, a missing file
+is said so rather than a crash, and the committed page is what the files render to now."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "render_results.py"
+PAGE = ROOT / "docs" / "results.md"
+
+
+def _renderer() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("render_results", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _load(rel: str) -> dict:
+    return json.loads((ROOT / rel).read_text(encoding="utf-8"))
+
+
+def _table(text: str, source: str, nth: int = 0) -> list[dict[str, str]]:
+    """The `nth` table after the line `Source: `<source>`...`, as rows keyed by header."""
+    lines = text.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith(f"Source: `{source}`"))
+    tables: list[list[dict[str, str]]] = []
+    i = start + 1
+    while i < len(lines) and len(tables) <= nth:
+        if lines[i].startswith("Source: ") or lines[i].startswith("## "):
+            break
+        if lines[i].startswith("| ") and lines[i + 1].startswith("|---"):
+            headers = [c.strip() for c in lines[i].strip("|").split(" | ")]
+            rows = []
+            i += 2
+            while i < len(lines) and lines[i].startswith("| "):
+                cells = [c.strip() for c in lines[i].strip("|").split(" | ")]
+                rows.append(dict(zip(headers, cells, strict=True)))
+                i += 1
+            tables.append(rows)
+        i += 1
+    assert len(tables) > nth, f"no table {nth} after Source: {source}"
+    return tables[nth]
+
+
+def _row(rows: list[dict[str, str]], key: str, value: str) -> dict[str, str]:
+    return next(r for r in rows if r[key] == value)
+
+
+def _same(cell: str, value: float, digits: int = 3) -> None:
+    assert float(cell.split()[0]) == pytest.approx(round(value, digits), abs=10**-digits / 2)
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> str:
+    out = tmp_path_factory.mktemp("results") / "results.md"
+    run = subprocess.run(
+        [sys.executable, str(SCRIPT), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "Traceback" not in run.stderr
+    return out.read_text(encoding="utf-8")
+
+
+def test_the_renderer_succeeds_and_names_its_sources(rendered: str) -> None:
+    assert rendered.startswith("# Results\n")
+    for rel in (
+        "reports/eval/retrieval.json",
+        "reports/eval/routing.json",
+        "benchmarks/results/kway_2wikimultihopqa_cv5.json",
+        "benchmarks/results/catrag.json",
+        "benchmarks/results/scale.json",
+    ):
+        assert f"Source: `{rel}`" in rendered
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "reports/eval/retrieval.json",
+        "reports/eval/routing.json",
+        "benchmarks/results/kway_2wikimultihopqa_cv5.json",
+        "benchmarks/results/catrag.json",
+        "benchmarks/results/scale.json",
+        "benchmarks/results/hardening2_mixed.json",
+    ],
+)
+def test_a_printed_figure_is_the_files_own(rendered: str, rel: str) -> None:
+    if not (ROOT / rel).is_file():
+        pytest.skip(f"{rel} is not in this checkout")
+    d = _load(rel)
+    rows = _table(rendered, rel)
+    if rel == "reports/eval/retrieval.json":
+        for mode in ("dense", "graph"):
+            row = _row(rows, "mode", mode)
+            _same(row["R@5"], d["modes"][mode]["recall@5"])
+            _same(row["FCR@5"], d["modes"][mode]["fcr@5"])
+    elif rel == "reports/eval/routing.json":
+        for router in ("r2a", "r2a_embed"):
+            row = _row(rows, "router", router)
+            _same(row["hybrid R@5"], d["routers"][router]["recall@5"])
+            _same(row["graph usage"], d["routers"][router]["graph_usage"])
+    elif rel.endswith("kway_2wikimultihopqa_cv5.json"):
+        row = _row(rows, "router", "kway")
+        _same(row["recall"], d["routers"]["kway"]["recall"])
+        _same(row["mean ms"], d["routers"]["kway"]["mean_ms"], 1)
+        paired = _row(_table(rendered, rel, 1), "comparison", "kway_vs_r2a")
+        _same(paired["difference [95%]"], d["paired"]["kway_vs_r2a"]["diff"])
+    elif rel.endswith("catrag.json"):
+        variants = d["datasets"][0]["variants"]
+        row = _row(rows, "variant", "catrag_learned_cv5")
+        _same(row["FCR@5"], variants["catrag_learned_cv5"]["fcr@5"])
+        _same(row["FCR@5 vs graph [95%]"], variants["catrag_learned_cv5"]["fcr@5_vs_graph"])
+    elif rel.endswith("scale.json"):
+        for size in d["sizes"].values():
+            row = _row(rows, "passages", str(size["passages"]))
+            _same(row["graph search p50 ms"], size["graph_search_p50_ms"], 1)
+    elif rel.endswith("hardening2_mixed.json"):
+        for side, s in d["sides"].items():
+            _same(_row(rows, "service", side)["/route p50"], s["route"]["p50_ms"], 1)
+
+
+def test_the_training_parameters_are_params_yaml(rendered: str) -> None:
+    """The loss parameters the page states are the ones training reads (issue 25: the
+    README said α 0.25, γ 2 while params.yaml trains with α 0.5, and γ 0 for r2a_embed)."""
+    import yaml
+
+    p = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    rows = _table(rendered, "params.yaml")
+    for router, section in (("r2a", "router_minilm"), ("r2a_embed", "router_embedding")):
+        merged = {**p["router"], **p[section]}
+        row = _row(rows, "router", router)
+        assert float(row["α"]) == merged["alpha"]
+        assert float(row["γ"]) == merged["gamma"]
+
+
+def test_a_missing_file_is_said_so(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "reports" / "eval").mkdir(parents=True)
+    shutil.copy(ROOT / "reports" / "eval" / "routing.json", root / "reports" / "eval")
+    text = _renderer().render(root)
+    assert "(not measured: `reports/eval/retrieval.json` missing)" in text
+    assert "(not measured: `benchmarks/results/scale.json` missing)" in text
+    assert "(not measured: `params.yaml` missing)" in text
+    assert "Source: `reports/eval/routing.json`" in text
+    assert "(not measured: `reports/eval/routing.json` missing)" not in text
+
+
+def test_the_committed_page_is_up_to_date() -> None:
+    """Drift fails: a report that changed without `make results` changes the page."""
+    assert PAGE.is_file(), "docs/results.md is missing: run `make results`"
+    assert PAGE.read_text(encoding="utf-8") == _renderer().render(ROOT), (
+        "docs/results.md differs from what the saved reports render to: run `make results`"
+    )
