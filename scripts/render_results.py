@@ -591,6 +591,48 @@ def corpora(page: Page) -> None:
 
 
 # ------------------------------------------------------------------------------ benchmarks
+def dense(page: Page) -> None:
+    rel = "benchmarks/results/dense.json"
+
+    def body(d: dict[str, Any]) -> None:
+        enc = d.get("encoder", {})
+        rows = []
+        for name, ds in d.get("datasets", {}).items():
+            recall = get(ds, "hnsw", "recall@10", default={})
+            rows.append(
+                [
+                    name,
+                    num(ds.get("passages")),
+                    ms(get(ds, "encode_query", "p50_ms")),
+                    ms(get(ds, "encode_query_1_thread", "p50_ms")),
+                    num(get(ds, "dense_topk", "p50_ms"), 2),
+                    ", ".join(f"{k} {v:.3f}" for k, v in recall.items()) or "—",
+                ]
+            )
+        page.para(
+            f"Encoder {enc.get('name')} ({enc.get('dim')}-d), torch "
+            f"{get(d, 'machine', 'torch', default='?')} "
+            f"({get(d, 'machine', 'torch_threads', default='?')} threads unless said); "
+            "top-k is the pgvector query given the query embedding."
+        )
+        page.table(
+            [
+                "dataset",
+                "passages",
+                "encode query p50 ms",
+                "1 thread",
+                "top-k p50 ms",
+                "HNSW recall@10 by ef_search",
+            ],
+            rows,
+        )
+        skipped = d.get("skipped") or {}
+        if skipped:
+            page.para("Skipped: " + "; ".join(f"{k}: {v}" for k, v in skipped.items()))
+
+    page.section(2, "Dense retrieval (`benchmarks/bench_dense.py`)", rel, body)
+
+
 def catrag_variants(page: Page, d: dict[str, Any]) -> None:
     for ds in d.get("datasets", []):
         page.para(f"**{ds.get('dataset')}** ({ds.get('queries')} queries)")
@@ -649,9 +691,9 @@ def catrag(page: Page) -> None:
 
 def ppr_local(page: Page) -> None:
     page.h(2, "Local PPR (`benchmarks/bench_ppr_local.py`)")
-    for rel in (
-        "benchmarks/results/ppr_local_graph.json",
-        "benchmarks/results/ppr_local_catrag.json",
+    for title, rel in (
+        ("Graph search", "benchmarks/results/ppr_local_graph.json"),
+        ("CatRAG's edited operator", "benchmarks/results/ppr_local_catrag.json"),
     ):
 
         def body(d: dict[str, Any]) -> None:
@@ -688,11 +730,7 @@ def ppr_local(page: Page) -> None:
                 rows,
             )
 
-        page.section(3, f"{d_name(rel)}", rel, body)
-
-
-def d_name(rel: str) -> str:
-    return Path(rel).stem
+        page.section(3, title, rel, body)
 
 
 def scale(page: Page) -> None:
@@ -1287,6 +1325,7 @@ def render(root: Path = ROOT) -> str:
     ):
         part(page)
     for part in (
+        dense,
         catrag,
         ppr_local,
         rewriter,
