@@ -42,9 +42,9 @@ def label_both(dataset: str, every: int) -> tuple[dict[str, list[Any]], dict[str
     from r2adapter.adr.labels import AdrLabel, outcome, rotated
     from r2adapter.adr.operators import OPERATORS, AdrOperators
     from r2adapter.config import adr_params, label_params
+    from r2adapter.data.splits import split_of
     from r2adapter.evaluate.retrieval import stored_queries
     from r2adapter.index.encoder import get_encoder
-    from r2adapter.label.rules import split_of
 
     p = adr_params()
     ops = AdrOperators(dataset, p)

@@ -296,15 +296,12 @@ def _train(args: argparse.Namespace) -> int:
 def _promote(args: argparse.Namespace) -> int:
     from r2adapter import steps
 
-    if args.router in ("kway", "adr"):
-        k = (steps.promote_kway if args.router == "kway" else steps.promote_adr)(args.dataset)
-        _emit(args, k)
-        verb = "promoted" if k["promoted"] else "kept the champion"
-        print(f"{args.router}: {verb}: candidate v{k['candidate']}: " + "; ".join(k["reasons"]))
-        return 0
-    r = steps.promote(args.router, args.dataset)
+    r = steps.promote(args.router, args.dataset)  # one skeleton over every family
     _emit(args, r.to_report())
     verb = "promoted" if r.promoted else "kept the champion"
+    if args.router not in TRAINED_ROUTERS:  # the k-way and ADR figures: in the report
+        print(f"{r.kind}: {verb}: candidate v{r.candidate}: " + "; ".join(r.reasons))
+        return 0
     before = f"v{r.champion_before}" if r.champion_before else "none"
     print(
         f"{r.kind}: {verb}: candidate v{r.candidate} vs champion {before}: " + "; ".join(r.reasons)
@@ -319,11 +316,10 @@ def _promote(args: argparse.Namespace) -> int:
 
 
 def _models(args: argparse.Namespace) -> int:
-    from r2adapter.adr.registry import MODEL as ADR_MODEL
-    from r2adapter.kway.registry import MODEL as KWAY_MODEL
+    from r2adapter.families import FAMILIES
     from r2adapter.registry.models import list_models
 
-    rows = list_models({"kway": KWAY_MODEL, "adr": ADR_MODEL})
+    rows = list_models({name: f.model for name, f in FAMILIES.items()})
     if _emit(args, rows):
         return 0
     if not rows:
@@ -529,7 +525,7 @@ def _retrain(args: argparse.Namespace) -> int:
         args.openie,
         select_routers(args.router),
         after_promote=reload,
-        kway=not args.router,
+        families=not args.router,
     )
     return 0
 

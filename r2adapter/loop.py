@@ -3,7 +3,8 @@
 `r2a retrain` runs it (`run_loop`), pipelines/retrain.py builds its Kubeflow graph from it
 (one train → register → promote → deploy branch per router), and dvc.yaml's stages follow
 it (tests/test_loop.py fails when they disagree: DVC cannot import Python). Each step is
-the `r2adapter.steps` function of the same name.
+the `r2adapter.steps` function of the same name; every promotion is the one skeleton over
+the family's entry in r2adapter/families.py (`steps.promote`).
 """
 
 from __future__ import annotations
@@ -27,12 +28,18 @@ STEPS = (
     "promote",
     "train_kway",
     "promote_kway",
+    "train_adr",
+    "promote_adr",
     "evaluate",
 )
 PER_ROUTER = ("train", "promote")  # the steps run once for each router, in ROUTERS' order
-# the cost-aware router over every strategy (r2adapter/kway), once, on the strategy labels
-# `label` writes beside the two-way labels; `run_loop(kway=False)` skips these
+# the families trained once each, on the labels `label` writes beside the two-way labels:
+# the cost-aware router over every strategy (r2adapter/kway, the strategy labels) and ADR's
+# head (r2adapter/adr, the ADR labels, when `label` wrote them: adr.enabled and the index
+# holds the hypergraph); `run_loop(families=False)` skips these
 KWAY_STEPS = ("train_kway", "promote_kway")
+ADR_STEPS = ("train_adr", "promote_adr")
+FAMILY_STEPS: dict[str, tuple[str, str]] = {"kway": KWAY_STEPS, "adr": ADR_STEPS}
 # Every trained router of the one table (route/kinds.py: name, MLflow model, backbone), in
 # its order: r2a (the fine-tuned encoder, the paper's) then r2a_embed (a head over the
 # retrieval embedding).
@@ -63,14 +70,16 @@ def run_loop(
     routers: Sequence[RouterKind] = ROUTERS,
     say: Callable[[str], None] = print,
     after_promote: Callable[[LoopResult], None] | None = None,
-    kway: bool = True,
+    families: bool = True,
 ) -> LoopResult:
     """Every step of STEPS on this machine, in order, one line each; `after_promote` runs
     after the last promotion, before evaluate (the CLI tells a running service to reload
-    there, as the pipeline deploys there)."""
+    there, as the pipeline deploys there). Without `families`, the k-way and ADR steps
+    (FAMILY_STEPS) are left out."""
     from r2adapter import steps
 
     out = LoopResult()
+    skipped: dict[str, str] = {}  # family → why its labels were not written
 
     def validate() -> None:
         report = steps.validate(dataset)
@@ -87,29 +96,39 @@ def run_loop(
     def label() -> None:
         lab = steps.label(dataset)
         say(f"label: {len(lab.records)} queries ({lab.rule}), md5 {lab.md5}")
+        adr = lab.stats.get("adr")
+        if isinstance(adr, dict) and adr.get("skipped"):
+            skipped["adr"] = str(adr["skipped"])
+
+    def promote_family(name: str, step: str) -> None:
+        """`step` of STEPS: the one promotion skeleton over the family `name`."""
+        pr = steps.promote(name, dataset)
+        out.promotions[name] = pr
+        if pr.promoted:
+            out.promoted.append(name)
+        moved = f"champion moved to v{pr.candidate}" if pr.promoted else "kept"
+        say(f"{step}: {moved}: " + "; ".join(map(str, pr.reasons)))
 
     def train(r: RouterKind) -> None:
         tr = steps.train(dataset, r.backbone)
         say(f"train: {tr.kind} v{tr.version} registered as candidate (τ* {tr.tau:.2f})")
 
     def promote(r: RouterKind) -> None:
-        pr = steps.promote(r.name, dataset)
-        out.promotions[r.name] = pr
-        if pr.promoted:
-            out.promoted.append(r.name)
-        moved = f"champion moved to v{pr.candidate}" if pr.promoted else "kept"
-        say(f"promote: {r.name}: {moved}: " + "; ".join(pr.reasons))
+        promote_family(r.name, f"promote: {r.name}")
 
     def train_kway() -> None:
         k = steps.train_kway(dataset)
         say(f"train_kway: v{k['version']} registered as candidate (fallback {k['fallback']})")
 
     def promote_kway() -> None:
-        k = steps.promote_kway(dataset)
-        if k["promoted"]:
-            out.promoted.append("kway")
-        moved = f"champion moved to v{k['candidate']}" if k["promoted"] else "kept"
-        say(f"promote_kway: {moved}: " + "; ".join(map(str, k["reasons"])))
+        promote_family("kway", "promote_kway")
+
+    def train_adr() -> None:
+        a = steps.train_adr(dataset)
+        say(f"train_adr: v{a['version']} registered as candidate (γ {a['gamma']})")
+
+    def promote_adr() -> None:
+        promote_family("adr", "promote_adr")
 
     def evaluate() -> None:
         if after_promote is not None:
@@ -131,12 +150,18 @@ def run_loop(
         "label": label,
         "train_kway": train_kway,
         "promote_kway": promote_kway,
+        "train_adr": train_adr,
+        "promote_adr": promote_adr,
         "evaluate": evaluate,
     }
     each: dict[str, Callable[[RouterKind], None]] = {"train": train, "promote": promote}
     assert set(once) | set(each) == set(STEPS) and set(each) == set(PER_ROUTER)
+    family_of = {step: name for name, pair in FAMILY_STEPS.items() for step in pair}
     for step in STEPS:
-        if step in KWAY_STEPS and not kway:
+        if step in family_of and not families:
+            continue
+        if family_of.get(step) in skipped:
+            say(f"{step}: skipped: {skipped[family_of[step]]}")
             continue
         if step in each:
             for r in routers:

@@ -96,9 +96,7 @@ def train_kway(dataset: str) -> dict[str, Any]:
 
 
 def promote_kway(dataset: str | None = None) -> dict[str, Any]:
-    from r2adapter.kway.registry import promote_kway as _promote_kway
-
-    return _promote_kway(dataset_name(dataset) if dataset else None)
+    return promote("kway", dataset).to_report()
 
 
 def train_adr(dataset: str) -> dict[str, Any]:
@@ -109,15 +107,15 @@ def train_adr(dataset: str) -> dict[str, Any]:
 
 
 def promote_adr(dataset: str | None = None) -> dict[str, Any]:
-    from r2adapter.adr.registry import promote_adr as _promote_adr
-
-    return _promote_adr(dataset_name(dataset) if dataset else None)
+    return promote("adr", dataset).to_report()
 
 
 def promote(kind: str = "r2a", dataset: str | None = None) -> PromoteResult:
+    """The one promotion skeleton over the family `kind` of r2adapter/families.py."""
+    from r2adapter.families import family
     from r2adapter.registry.promote import promote as _promote
 
-    return _promote(kind, dataset_name(dataset) if dataset else None)
+    return _promote(family(kind), dataset_name(dataset) if dataset else None)
 
 
 def evaluate_kway(

@@ -11,7 +11,15 @@ import pytest
 import yaml
 
 from r2adapter.errors import R2AError
-from r2adapter.loop import KWAY_STEPS, PER_ROUTER, ROUTERS, STEPS, select_routers
+from r2adapter.loop import (
+    ADR_STEPS,
+    FAMILY_STEPS,
+    KWAY_STEPS,
+    PER_ROUTER,
+    ROUTERS,
+    STEPS,
+    select_routers,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -54,6 +62,32 @@ def test_dvc_trains_and_promotes_kway_on_the_strategy_labels(stages: dict[str, d
     assert "--router kway" in stages["promote_kway"]["cmd"]
     assert "reports/train/kway.json" in stages["promote_kway"]["deps"]
     assert "reports/promote/kway.json" in stages["evaluate"]["deps"]
+
+
+def test_dvc_trains_and_promotes_adr_on_the_adr_labels(stages: dict[str, dict]) -> None:
+    """label writes the ADR labels as a tracked output; train_adr reads them and the adr:
+    section; evaluate waits for ADR's promotion too."""
+    adr = {n for n, st in stages.items() if "--router adr" in st.get("cmd", "")}
+    assert adr == set(ADR_STEPS) == set(FAMILY_STEPS["adr"])
+    labels = "labels/${pipeline.dataset}.adr.jsonl"
+    assert labels in stages["label"]["outs"] and "adr" in stages["label"]["params"]
+    assert " train " in stages["train_adr"]["cmd"]
+    assert labels in stages["train_adr"]["deps"] and "adr" in stages["train_adr"]["params"]
+    assert " promote " in stages["promote_adr"]["cmd"]
+    assert "reports/train/adr.json" in stages["promote_adr"]["deps"]
+    assert "reports/promote/adr.json" in stages["evaluate"]["deps"]
+
+
+def test_every_family_promotes_through_the_table() -> None:
+    """The loop's routers and its once-trained families are the table's, and each has the
+    one promotion skeleton's operations."""
+    from r2adapter.families import FAMILIES
+
+    assert list(FAMILIES) == [r.name for r in ROUTERS] + list(FAMILY_STEPS)
+    assert [FAMILIES[r.name].model for r in ROUTERS] == [r.model for r in ROUTERS]
+    for f in FAMILIES.values():
+        for op in ("label", "fit", "load", "test_split", "figures", "replaces", "gate", "route"):
+            assert callable(getattr(f, op)), (f.name, op)
 
 
 def test_dvc_stages_depend_on_the_params_they_read(stages: dict[str, dict]) -> None:

@@ -27,7 +27,7 @@ import httpx
 import pytest
 
 from r2adapter.label.rules import split_of
-from r2adapter.loop import KWAY_STEPS, STEPS
+from r2adapter.loop import FAMILY_STEPS, STEPS
 from tests.conftest import _free_port, make_mini_musique, run_cli, serving
 
 DATASET = "rtmini"
@@ -101,9 +101,10 @@ def loop(pg_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> It
     r = run_cli(RETRAIN, _retrain_env(env), timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     assert f"promote: {ROUTER}: champion moved to v1" in r.stdout, r.stdout
-    # the loop's steps, in r2adapter/loop.py's order, the other routers (kway too) untouched
+    # the loop's steps, in r2adapter/loop.py's order, the other routers (kway, adr) untouched
+    once = {s for pair in FAMILY_STEPS.values() for s in pair}
     steps = [line.split(":")[0] for line in r.stdout.splitlines() if ": " in line]
-    assert [s for s in steps if s in STEPS] == [s for s in STEPS if s not in KWAY_STEPS], r.stdout
+    assert [s for s in steps if s in STEPS] == [s for s in STEPS if s not in once], r.stdout
     assert "r2a:" not in r.stdout
     _timed("retrain v1 (index, label, train, promote)", t0)
     t1 = time.perf_counter()

@@ -1,8 +1,9 @@
 """ADR's trained intent classifier in the MLflow registry, as the R²Adapter and k-way
 routers are: `r2a train --router adr` fits the softmax head on the ADR labels' train and
 val splits (`labels/<dataset>.adr.jsonl`), logs the run, registers `r2a-router-adr` with
-alias `candidate` and its test-split figures as tags; `r2a promote --router adr` moves
-`champion` to it when the gate holds on the frozen test split: recall and FCR not worse
+alias `candidate` and its test-split figures as tags; `r2a promote --router adr` (the one
+promotion skeleton, r2adapter/registry/promote.py, over `AdrFamily`) moves `champion` to
+it when the gate holds on the frozen test split: recall and FCR not worse
 (the k-way gate's tolerance), context tokens, ms and passages not costlier (its cost
 tolerance). The first model becomes champion; a changed γ is another operating point
 and replaces the champion."""
@@ -11,16 +12,19 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from r2adapter.adr.labels import AdrLabel, adr_label_path, figures, read_adr_labels
-from r2adapter.adr.router import AdrRouter, fit_head
+from r2adapter.adr.router import AdrRouter, decide, fit_head
 from r2adapter.config import AdrParams, adr_params
 from r2adapter.errors import R2AError
 from r2adapter.kway.registry import COST_TOLERANCE, RECALL_TOLERANCE
 from r2adapter.kway.registry import gate as kway_gate
+from r2adapter.route.family import Route
 
 MODEL = "r2a-router-adr"
 
@@ -94,21 +98,18 @@ def load_adr(alias: str = "champion") -> tuple[AdrRouter, str]:
     """The registered ADR classifier behind an alias, and its version; none is a one-line
     error naming the commands that make one."""
     from r2adapter.adr import AdrUnavailable
-    from r2adapter.registry.models import version_by_alias
+    from r2adapter.registry.models import load_alias
 
-    v = version_by_alias(MODEL, alias)
-    if v is None:
-        raise AdrUnavailable(
-            f"no {alias} for {MODEL}: run `r2a train --dataset D --router adr` then "
-            "`r2a promote --router adr`"
-        )
-    import mlflow.pyfunc
-
-    model = mlflow.pyfunc.load_model(f"models:/{MODEL}@{alias}")
-    return model.unwrap_python_model().router, str(v.version)
+    router, version = load_alias(
+        MODEL,
+        alias,
+        "`r2a train --dataset D --router adr` then `r2a promote --router adr`",
+        AdrUnavailable,
+    )
+    return router, version
 
 
-def gate(cand: dict[str, float], champ: dict[str, float]) -> tuple[bool, list[str]]:
+def gate(cand: Mapping[str, float], champ: Mapping[str, float]) -> tuple[bool, list[str]]:
     """The k-way gate (recall, ms, passages) plus ADR's own terms: FCR not worse, context
     tokens not costlier."""
     ok, why = kway_gate(cand, champ)
@@ -119,33 +120,80 @@ def gate(cand: dict[str, float], champ: dict[str, float]) -> tuple[bool, list[st
     return not why, why
 
 
-def promote_adr(dataset: str | None = None) -> dict[str, Any]:
-    from r2adapter.registry.models import candidate_of, client, version_by_alias
-    from r2adapter.registry.promote import PromoteResult
+@dataclass(frozen=True)
+class AdrSplit:
+    labels: list[AdrLabel]
+    x: np.ndarray  # the labels' query embeddings
 
-    cand_v, dataset = candidate_of(MODEL, dataset, "r2a train --dataset D --router adr")
-    champ_v = version_by_alias(MODEL, "champion")
-    cand, _ = load_adr("candidate")
-    labels, x, _ = _labels_and_x(dataset)
-    cand_m = test_figures(cand, labels, x)
-    if not cand_m:
-        raise R2AError(f"{dataset}: the ADR labels have no test split to gate on")
-    champ_m = None
-    if champ_v is not None and champ_v.version == cand_v.version:
-        ok, reasons, champ_m = False, ["the candidate is already champion"], cand_m
-    elif champ_v is None:
-        ok, reasons = True, ["no champion yet: the first model becomes champion"]
-    else:
-        champ, _ = load_adr("champion")
-        if champ.gamma != cand.gamma or champ.encoder != cand.encoder:
-            moved = f"{champ.gamma}/{champ.encoder} → {cand.gamma}/{cand.encoder}"
-            ok, reasons = True, [f"γ or the encoder changed ({moved}): the candidate replaces"]
-        else:
-            champ_m = test_figures(champ, labels, x)
-            ok, reasons = gate(cand_m, champ_m)
-            if ok:
-                reasons = ["not worse on recall and FCR, not costlier in tokens, ms or passages"]
-    if ok:
-        client().set_registered_model_alias(MODEL, "champion", cand_v.version)
-    before = champ_v.version if champ_v else None
-    return PromoteResult("adr", ok, cand_v.version, before, reasons, cand_m, champ_m).to_report()
+
+class AdrFamily:
+    """ADR's head as a router family (r2adapter/route/family.py): labelled by ADR's three
+    operators on every query, gated on recall, FCR, tokens, ms and passages over the ADR
+    labels' test split; a changed γ or encoder replaces the champion."""
+
+    name = "adr"
+    model = MODEL
+    train_command = "r2a train --dataset D --router adr"
+    passed = "not worse on recall and FCR, not costlier in tokens, ms or passages"
+
+    def label(self, dataset: str) -> dict[str, object]:
+        from r2adapter.label.step import label_adr
+
+        return label_adr(dataset)
+
+    def fit(self, dataset: str, params: Any = None) -> dict[str, Any]:
+        return train_and_register_adr(dataset, params)
+
+    def load(self, alias: str = "champion") -> tuple[AdrRouter, str]:
+        return load_adr(alias)
+
+    def test_split(self, dataset: str, candidate: Any, tags: Mapping[str, str]) -> AdrSplit:
+        labels, x, _ = _labels_and_x(dataset)
+        if not any(lab.split == "test" for lab in labels):
+            raise R2AError(f"{dataset}: the ADR labels have no test split to gate on")
+        return AdrSplit(labels, x)
+
+    def figures(self, model: AdrRouter, split: AdrSplit) -> dict[str, float]:
+        return test_figures(model, split.labels, split.x)
+
+    def replaces(self, candidate: AdrRouter, champion: AdrRouter) -> str | None:
+        if champion.gamma != candidate.gamma or champion.encoder != candidate.encoder:
+            moved = f"{champion.gamma}/{champion.encoder} → {candidate.gamma}/{candidate.encoder}"
+            return f"γ or the encoder changed ({moved}): the candidate replaces"
+        return None
+
+    def gate(
+        self, candidate: Mapping[str, float], champion: Mapping[str, float]
+    ) -> tuple[bool, list[str]]:
+        return gate(candidate, champion)
+
+    def route(
+        self,
+        model: AdrRouter,
+        queries: Sequence[str],
+        qvecs: np.ndarray | None = None,
+        version: str = "",
+    ) -> list[Route]:
+        from r2adapter.adr.operators import OPERATORS
+        from r2adapter.config import adr_params
+
+        if qvecs is None:
+            from r2adapter.index.encoder import get_encoder
+
+            qvecs = get_encoder(model.encoder).encode(list(queries))
+        probs = model.head.probs(qvecs)
+        k = adr_params().max_passages
+        return [
+            Route(
+                d.operator,
+                f"adr_{d.operator}",
+                k,
+                False,
+                {op: float(p) for op, p in zip(OPERATORS, row, strict=True)},
+                model.gamma,
+                self.name,
+                version,
+                d.fallback,
+            )
+            for d, row in zip(decide(probs, model.gamma), probs, strict=True)
+        ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import numpy as np
 
 from r2adapter.config import KwayParams, kway_params, settings
 from r2adapter.errors import R2AError
+from r2adapter.route.family import Route
 
 MODEL = "r2a-router-kway"
 RECALL_TOLERANCE = 0.005  # recall may drop at most this much
@@ -118,19 +120,12 @@ def _version(alias: str) -> Any | None:
 
 def load_kway(alias: str = "champion") -> tuple[Any, str]:
     """The registered k-way router behind an alias, and its version."""
-    v = _version(alias)
-    if v is None:
-        raise R2AError(
-            f"no {alias} for {MODEL}: run `r2a train --router kway` then "
-            "`r2a promote --router kway`"
-        )
-    import mlflow.pyfunc
+    from r2adapter.registry.models import load_alias
 
-    model = mlflow.pyfunc.load_model(f"models:/{MODEL}@{alias}")
-    return model.unwrap_python_model().router, str(v.version)
+    return load_alias(MODEL, alias, "`r2a train --router kway` then `r2a promote --router kway`")
 
 
-def gate(cand: dict[str, float], champ: dict[str, float]) -> tuple[bool, list[str]]:
+def gate(cand: Mapping[str, float], champ: Mapping[str, float]) -> tuple[bool, list[str]]:
     why = []
     if cand["recall"] < champ["recall"] - RECALL_TOLERANCE:
         why.append(f"recall {cand['recall']:.3f} < champion {champ['recall']:.3f}")
@@ -140,46 +135,84 @@ def gate(cand: dict[str, float], champ: dict[str, float]) -> tuple[bool, list[st
     return not why, why
 
 
-def promote_kway(dataset: str | None = None) -> dict[str, Any]:
-    from r2adapter.registry.models import candidate_of, client
+class KwayFamily:
+    """The k-way router as a router family (r2adapter/route/family.py): labelled by every
+    strategy ranked and timed, gated on recall, ms and passages over the strategy labels'
+    test split; a changed strategy table, features or cost budget replaces the champion."""
 
-    cand_v, dataset = candidate_of(MODEL, dataset, "r2a train --router kway")
-    champ_v = _version("champion")
-    cand, _ = load_kway("candidate")
-    p = kway_params(strategies=cand.cfg.strategies, features=cand.cfg.features, route=())
-    d = split_data(dataset, p)
-    cand_m = test_figures(cand, d)
-    champ_m = None
-    if champ_v is not None and champ_v.version == cand_v.version:
-        ok, reasons = False, ["the candidate is already champion"]
-        champ_m = cand_m
-    elif champ_v is None:
-        ok, reasons = True, ["no champion yet: the first model becomes champion"]
-    else:
-        champ, _ = load_kway("champion")
-        if champ.cfg.strategies != cand.cfg.strategies or champ.cfg.features != cand.cfg.features:
-            ok, reasons = True, ["the strategy table or features changed: the candidate replaces"]
-        elif champ.cfg.budget != cand.cfg.budget:  # another operating point, not a rival
-            ok, reasons = (
-                True,
-                [f"the cost budget changed ({champ.cfg.budget} → {cand.cfg.budget})"],
+    name = "kway"
+    model = MODEL
+    train_command = "r2a train --router kway"
+    passed = "not worse on recall, not costlier in ms or passages"
+
+    def label(self, dataset: str) -> dict[str, object]:
+        from r2adapter.label.step import label_strategies
+
+        return label_strategies(dataset)
+
+    def fit(self, dataset: str, params: Any = None) -> dict[str, Any]:
+        return train_and_register_kway(dataset, params)
+
+    def load(self, alias: str = "champion") -> tuple[Any, str]:
+        return load_kway(alias)
+
+    def test_split(self, dataset: str, candidate: Any, tags: Mapping[str, str]) -> SplitData:
+        """The strategy labels under the candidate's table and features."""
+        p = kway_params(
+            strategies=candidate.cfg.strategies, features=candidate.cfg.features, route=()
+        )
+        return split_data(dataset, p)
+
+    def figures(self, model: Any, split: SplitData) -> dict[str, float]:
+        return test_figures(model, split)
+
+    def replaces(self, candidate: Any, champion: Any) -> str | None:
+        c, ch = candidate.cfg, champion.cfg
+        if ch.strategies != c.strategies or ch.features != c.features:
+            return "the strategy table or features changed: the candidate replaces"
+        if ch.budget != c.budget:  # another operating point, not a rival
+            return f"the cost budget changed ({ch.budget} → {c.budget})"
+        return None
+
+    def gate(
+        self, candidate: Mapping[str, float], champion: Mapping[str, float]
+    ) -> tuple[bool, list[str]]:
+        return gate(candidate, champion)
+
+    def route(
+        self,
+        model: Any,
+        queries: Sequence[str],
+        qvecs: np.ndarray | None = None,
+        version: str = "",
+    ) -> list[Route]:
+        from r2adapter.kway.strategies import parse_strategy
+
+        if qvecs is None:
+            from r2adapter.index.encoder import get_encoder
+
+            qvecs = get_encoder(model.cfg.encoder).encode(list(queries))
+        d = model.decide(queries, qvecs)
+        tau = np.asarray(model.tau, dtype=np.float64)
+        out = []
+        for i, name in enumerate(d.strategy):
+            s = parse_strategy(name)
+            scores = {n: float(v) for n, v in zip(d.strategies, d.scores[i], strict=True)}
+            threshold = float(tau[d.strategies.index(name)])
+            out.append(
+                Route(
+                    s.name,
+                    s.mode,
+                    s.k,
+                    s.rewritten,
+                    scores,
+                    threshold,
+                    self.name,
+                    version,
+                    bool(d.fallback[i]),
+                )
             )
-        else:
-            champ_m = test_figures(champ, d)
-            ok, reasons = gate(cand_m, champ_m)
-            if ok:
-                reasons = ["not worse on recall, not costlier in ms or passages"]
-    if ok:
-        client().set_registered_model_alias(MODEL, "champion", cand_v.version)
-    return {
-        "router": "kway",
-        "promoted": ok,
-        "candidate": cand_v.version,
-        "champion_before": champ_v.version if champ_v else None,
-        "reasons": reasons,
-        "candidate_metrics": cand_m,
-        "champion_metrics": champ_m,
-    }
+        return out
 
 
 def write_report(path: Path, report: dict[str, Any]) -> None:

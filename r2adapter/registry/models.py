@@ -122,15 +122,25 @@ def candidate_of(model: str, dataset: str | None, train: str) -> tuple[Any, str]
     return cand_v, dataset
 
 
-def load_router(kind: str = "r2a", alias: str = "champion") -> tuple[TrainedRouter, str]:
-    """The registered router behind an alias, and its version."""
-    v = alias_version(kind, alias)
+def load_alias(
+    model: str, alias: str, commands: str, error: type[R2AError] = R2AError
+) -> tuple[Any, str]:
+    """The router inside registered `model`'s version behind `alias` (its pyfunc model's
+    `router`), and that version; none is `error` naming `commands`, those that make one. The
+    one alias loader of every router family."""
+    v = version_by_alias(model, alias)
     if v is None:
-        raise R2AError(f"no {alias} for {model_name(kind)}: run `r2a train` then `r2a promote`")
+        raise error(f"no {alias} for {model}: run {commands}")
     import mlflow.pyfunc
 
-    model = mlflow.pyfunc.load_model(f"models:/{model_name(kind)}@{alias}")
-    return model.unwrap_python_model().router, str(v.version)
+    loaded = mlflow.pyfunc.load_model(f"models:/{model}@{alias}")
+    return loaded.unwrap_python_model().router, str(v.version)
+
+
+def load_router(kind: str = "r2a", alias: str = "champion") -> tuple[TrainedRouter, str]:
+    """The registered two-way router behind an alias, and its version."""
+    router, version = load_alias(model_name(kind), alias, "`r2a train` then `r2a promote`")
+    return router, version
 
 
 def _gate_tags(tags: dict[str, str]) -> dict[str, float]:

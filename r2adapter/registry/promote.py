@@ -1,24 +1,15 @@
-"""The promotion gate: compare candidate and champion on the frozen test split and move
-`champion` only when the gate holds. The first model becomes champion."""
+"""The promotion skeleton, one for every router family (r2adapter/route/family.py): compare
+candidate and champion on the frozen test split and move `champion` only when the family's
+gate holds. The first model becomes champion; a candidate the family says replaces the
+champion (another operating point, not a rival) does so without a comparison."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
-from r2adapter.config import label_params, router_params
 from r2adapter.evaluate.metrics import metric_key
-from r2adapter.evaluate.routing import routing_metrics
-from r2adapter.label.annotate import db_labels
-from r2adapter.registry.models import (
-    Gate,
-    alias_version,
-    candidate_of,
-    client,
-    load_router,
-    model_name,
-)
+from r2adapter.registry.models import candidate_of, client, version_by_alias
+from r2adapter.route.family import RouterFamily
 
 
 @dataclass
@@ -54,40 +45,30 @@ class PromoteResult:
         return out
 
 
-def promote(
-    kind: str = "r2a", dataset: str | None = None, gate: Gate | None = None
-) -> PromoteResult:
-    gate = gate or Gate(max_graph_usage=router_params().max_graph_usage)
-    cand_v, dataset = candidate_of(model_name(kind), dataset, "r2a train")
-    rule = cand_v.tags.get("label_rule", label_params().rule)
-    test = db_labels(dataset, rule, "test")
-    questions = [r.question for r in test]
-    cand, _ = load_router(kind, "candidate")
-    cand.bind(dataset)
-    cand_m = routing_metrics(np.asarray(cand.route(questions)), test)
-    champ_v = alias_version(kind, "champion")
-    if champ_v is not None and champ_v.version == cand_v.version:
-        return PromoteResult(
-            kind,
-            False,
-            cand_v.version,
-            champ_v.version,
-            ["the candidate is already champion"],
-            cand_m,
-            cand_m,
-        )
+def promote(family: RouterFamily, dataset: str | None = None) -> PromoteResult:
+    """Gate `family`'s candidate against its champion on the frozen test split of `dataset`
+    (else the candidate's `dataset` tag); `champion` moves to it when the gate holds."""
+    cand_v, dataset = candidate_of(family.model, dataset, family.train_command)
+    champ_v = version_by_alias(family.model, "champion")
+    cand, _ = family.load("candidate")
+    split = family.test_split(dataset, cand, dict(cand_v.tags))
+    cand_m = family.figures(cand, split)
     champ_m = None
-    if champ_v is None:
+    if champ_v is not None and champ_v.version == cand_v.version:
+        ok, reasons, champ_m = False, ["the candidate is already champion"], cand_m
+    elif champ_v is None:
         ok, reasons = True, ["no champion yet: the first model becomes champion"]
     else:
-        champ, _ = load_router(kind, "champion")
-        champ.bind(dataset)
-        champ_m = routing_metrics(np.asarray(champ.route(questions)), test)
-        ok, reasons = gate.check(cand_m, champ_m)
-        if ok and not reasons:
-            reasons = ["not worse on hybrid R@5, graph F1 and graph usage"]
+        champ, _ = family.load("champion")
+        why = family.replaces(cand, champ)
+        if why is not None:
+            ok, reasons = True, [why]
+        else:
+            champ_m = family.figures(champ, split)
+            ok, reasons = family.gate(cand_m, champ_m)
+            if ok and not reasons:
+                reasons = [family.passed]
     if ok:
-        client().set_registered_model_alias(model_name(kind), "champion", cand_v.version)
-    return PromoteResult(
-        kind, ok, cand_v.version, champ_v.version if champ_v else None, reasons, cand_m, champ_m
-    )
+        client().set_registered_model_alias(family.model, "champion", cand_v.version)
+    before = champ_v.version if champ_v else None
+    return PromoteResult(family.name, ok, cand_v.version, before, reasons, cand_m, champ_m)

@@ -1,0 +1,114 @@
+"""The two-way routers as a router family (r2adapter/route/family.py): one family per trained
+kind of route/kinds.py (r2a, r2a_embed), labelled by the two-way labelling, trained with the
+periodic threshold search, registered under the kind's model and gated on hybrid R@5,
+graph F1 and graph usage (models.Gate) over the stored test labels of the candidate's rule."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from r2adapter.route.family import Route
+from r2adapter.route.kinds import RouterKind
+
+if TYPE_CHECKING:
+    from r2adapter.label.annotate import LabelRecord
+    from r2adapter.label.step import LabelResult
+    from r2adapter.registry.models import Gate
+    from r2adapter.registry.register import TrainReport
+    from r2adapter.route.trained import TrainedRouter
+
+
+@dataclass(frozen=True)
+class TwoWaySplit:
+    dataset: str
+    test: list[LabelRecord]  # the stored test labels of the candidate's rule
+
+
+@dataclass(frozen=True)
+class TwoWayFamily:
+    kind: RouterKind
+    rule: Gate | None = None  # None: models.Gate at params.yaml router.max_graph_usage
+
+    @property
+    def name(self) -> str:
+        return self.kind.name
+
+    @property
+    def model(self) -> str:
+        return self.kind.model
+
+    @property
+    def train_command(self) -> str:
+        return "r2a train"
+
+    @property
+    def passed(self) -> str:
+        return "not worse on hybrid R@5, graph F1 and graph usage"
+
+    def label(self, dataset: str) -> LabelResult:
+        from r2adapter.label.step import run_label
+
+        return run_label(dataset, strategies=False)
+
+    def fit(self, dataset: str, params: Any = None) -> TrainReport:
+        from r2adapter.config import router_params
+        from r2adapter.registry.register import train_and_register
+
+        return train_and_register(dataset, params or router_params(self.kind.backbone, None))
+
+    def load(self, alias: str = "champion") -> tuple[TrainedRouter, str]:
+        from r2adapter.registry.models import load_router
+
+        return load_router(self.kind.name, alias)
+
+    def test_split(self, dataset: str, candidate: Any, tags: Mapping[str, str]) -> TwoWaySplit:
+        from r2adapter.config import label_params
+        from r2adapter.label.annotate import db_labels
+
+        rule = tags.get("label_rule", label_params().rule)
+        return TwoWaySplit(dataset, db_labels(dataset, rule, "test"))
+
+    def figures(self, model: TrainedRouter, split: TwoWaySplit) -> dict[str, float]:
+        from r2adapter.evaluate.routing import routing_metrics
+
+        model.bind(split.dataset)
+        questions = [r.question for r in split.test]
+        return routing_metrics(np.asarray(model.route(questions)), split.test)
+
+    def replaces(self, candidate: Any, champion: Any) -> str | None:
+        return None  # every two-way candidate is a rival: the gate decides
+
+    def gate(
+        self, candidate: Mapping[str, float], champion: Mapping[str, float]
+    ) -> tuple[bool, list[str]]:
+        from r2adapter.config import router_params
+        from r2adapter.registry.models import Gate
+
+        rule = self.rule or Gate(max_graph_usage=router_params().max_graph_usage)
+        return rule.check(dict(candidate), dict(champion))
+
+    def route(
+        self,
+        model: TrainedRouter,
+        queries: Sequence[str],
+        qvecs: np.ndarray | None = None,
+        version: str = "",
+    ) -> list[Route]:
+        d = model.decide(queries, qvecs)  # a router that reads embeddings computes them
+        return [
+            Route(
+                d.label(i),
+                d.label(i),
+                None,
+                bool(d.rewrite[i]),
+                {"dense": float(d.p_dense[i]), "graph": float(d.p_graph[i])},
+                d.tau,
+                self.name,
+                version,
+            )
+            for i in range(len(d))
+        ]

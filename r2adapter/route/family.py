@@ -1,0 +1,94 @@
+"""The router-family protocol: what every family of trained routers offers the registry, the
+loop and the CLI — the two-way routers (r2adapter/registry/family.py), the k-way router
+(r2adapter/kway/registry.py) and ADR's head (r2adapter/adr/registry.py) each implement it,
+and r2adapter/families.py holds the one table of them. RouteLLM's `Router` base class, one
+`route(prompt, threshold)` for every router, is the model.
+
+A family registers its trained model under `model` in the MLflow registry (alias
+`candidate`), and the one promotion skeleton (r2adapter/registry/promote.py) moves
+`champion` to it: it loads candidate and champion (`load`), prepares the frozen test split
+once (`test_split`), measures both on it (`figures`), lets the family say when the
+candidate replaces the champion without a comparison (`replaces`: another operating point,
+not a rival) and otherwise asks its `gate`.
+
+`route` is the one decision record every family gives for a batch of queries: `Route`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Route:
+    """One query's routing decision, whichever family decided it."""
+
+    strategy: str  # what the family chose: "graph"/"dense", a k-way strategy ("graph@5"),
+    # an ADR operator ("moderate")
+    mode: str  # the retrieval mode that runs it (r2adapter/retrieve/strategies.py)
+    k: int | None  # the passages it delivers (None: the caller's k)
+    rewrite: bool  # rewrite the query before retrieval (eq. 7, or a `+rw` strategy)
+    scores: dict[str, float] = field(default_factory=dict)  # the router's score per choice
+    threshold: float = float("nan")  # τ (two-way), the chosen strategy's τ_s (k-way), γ (ADR)
+    router: str = ""  # the family's name (`r2a promote --router`)
+    version: str = ""  # the registered version that decided ("" when not registered)
+    fallback: bool = False  # no choice was confident: the family's conservative fallback
+
+
+class RouterFamily(Protocol):
+    """A family of trained routers, as the registry, the loop and the CLI see it."""
+
+    @property
+    def name(self) -> str:
+        """`r2a train/promote --router`, the reports' key (reports/promote/<name>.json)."""
+
+    @property
+    def model(self) -> str:
+        """The MLflow registered model."""
+
+    @property
+    def train_command(self) -> str:
+        """The command that registers a candidate (named when there is none)."""
+
+    @property
+    def passed(self) -> str:
+        """The reason given when the gate holds and says nothing."""
+
+    def label(self, dataset: str) -> Any:
+        """Label `dataset` for this family's training (the file it trains on); a summary."""
+
+    def fit(self, dataset: str, params: Any = None) -> Any:
+        """Train on the labels, register as `candidate` in one MLflow run; the report."""
+
+    def load(self, alias: str = "champion") -> tuple[Any, str]:
+        """The registered model behind `alias`, and its version."""
+
+    def test_split(self, dataset: str, candidate: Any, tags: Mapping[str, str]) -> Any:
+        """The frozen test split the gate reads, prepared once for candidate and champion
+        (`tags`: the candidate version's registry tags)."""
+
+    def figures(self, model: Any, split: Any) -> dict[str, float]:
+        """The model's gate figures on `split`."""
+
+    def replaces(self, candidate: Any, champion: Any) -> str | None:
+        """Why the candidate replaces the champion without a comparison (another operating
+        point, not a rival), or None: the gate decides."""
+
+    def gate(
+        self, candidate: Mapping[str, float], champion: Mapping[str, float]
+    ) -> tuple[bool, list[str]]:
+        """Whether the candidate's figures may replace the champion's, and why not."""
+
+    def route(
+        self,
+        model: Any,
+        queries: Sequence[str],
+        qvecs: np.ndarray | None = None,
+        version: str = "",
+    ) -> list[Route]:
+        """The model's decision for each query (`qvecs`: their retrieval embeddings, which
+        a family that reads them computes when absent)."""
