@@ -130,7 +130,7 @@ def paired(
 
 def run_dataset(dataset: str, names: list[str], n: int | None) -> dict[str, Any]:
     from r2adapter.config import graph_params
-    from r2adapter.evaluate.metrics import answer_in_context, full_chain, recall_at_k
+    from r2adapter.data.metrics import answer_in_context, full_chain, recall_at_k
     from r2adapter.evaluate.retrieval import Structure, stored_queries
     from r2adapter.index.encoder import get_encoder
     from r2adapter.retrieve.strategies import make_retriever

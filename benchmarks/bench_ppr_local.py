@@ -39,7 +39,7 @@ if not __package__:  # `python benchmarks/bench_ppr_local.py`: the repository ro
 
 from benchmarks.common import arg_parser, finish, new_result, require_db, summary_ms  # noqa: E402
 from r2adapter.config import GraphParams, graph_params  # noqa: E402
-from r2adapter.evaluate.metrics import full_chain, recall_at_k  # noqa: E402
+from r2adapter.data.metrics import full_chain, recall_at_k  # noqa: E402
 
 K = 5
 

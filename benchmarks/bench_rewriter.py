@@ -123,7 +123,7 @@ def _torch_threads() -> int:
 
 
 def recall(ids: list[str], gold: list[str], k: int) -> float:
-    from r2adapter.evaluate.metrics import recall_at_k
+    from r2adapter.data.metrics import recall_at_k
 
     return recall_at_k(ids, gold, k)
 
@@ -384,7 +384,7 @@ def bootstrap_ci(diff: list[float], reps: int = 2000, seed: int = 0) -> list[flo
 
 
 def graph_figures(ranked: dict[str, list[str]], gold: dict[str, list[str]]) -> dict[str, float]:
-    from r2adapter.evaluate.metrics import full_chain
+    from r2adapter.data.metrics import full_chain
 
     ids = list(gold)
     n = max(len(ids), 1)
@@ -399,7 +399,7 @@ def paired(
     with_: dict[str, list[str]], base: dict[str, list[str]], gold: dict[str, list[str]]
 ) -> dict[str, Any]:
     """Gain over no rewrite, with its paired bootstrap interval, for Recall@5 and FCR@5."""
-    from r2adapter.evaluate.metrics import full_chain
+    from r2adapter.data.metrics import full_chain
 
     out: dict[str, Any] = {}
     for name, fn in (

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from r2adapter.config import label_params  # noqa: E402
-from r2adapter.evaluate.metrics import full_chain, recall_at_k  # noqa: E402
+from r2adapter.data.metrics import full_chain, recall_at_k  # noqa: E402
 from r2adapter.kway.evaluate import paired_interval  # noqa: E402
 
 
@@ -39,9 +39,9 @@ def _run(retriever: Any, enc: Any, texts: list[str], questions: list[str]) -> li
 
 
 def corpus(dataset: str, confidences: list[float], split: str) -> dict[str, Any]:
+    from r2adapter.data.splits import split_of
     from r2adapter.evaluate.retrieval import stored_queries
     from r2adapter.index.encoder import get_encoder
-    from r2adapter.label.rules import split_of
     from r2adapter.retrieve.strategies import make_retriever
     from r2adapter.rewrite import Rewriter
 

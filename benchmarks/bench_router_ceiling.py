@@ -70,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from r2adapter.config import label_params, pipeline_dataset
+    from r2adapter.data.metrics import recall_at_k
     from r2adapter.errors import R2AError
-    from r2adapter.evaluate.metrics import recall_at_k
     from r2adapter.index.encoder import get_encoder
     from r2adapter.label.annotate import db_labels
     from r2adapter.route.evidence import DenseEvidence

@@ -198,7 +198,7 @@ def evaluate_set(
     each trained router is also reported as `<name>_budget`: the report's run with τ set so
     that this share of the corpus's questions goes to graph (label-free). Added here: the
     τ-sweep curve of each champion and the targets' checks."""
-    from r2adapter.evaluate.metrics import recall_at_k
+    from r2adapter.data.metrics import recall_at_k
     from r2adapter.evaluate.routing import recovered_gain
     from r2adapter.evaluate.routing_report import routing_report
     from r2adapter.index.encoder import get_encoder

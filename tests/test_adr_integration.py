@@ -124,7 +124,7 @@ def _operators(name: str) -> None:
 def _labels(name: str, env: dict[str, str]) -> None:
     from r2adapter.adr.evaluate import adr_routers, merge_adr_rows
     from r2adapter.adr.labels import adr_label_path, read_adr_labels
-    from r2adapter.evaluate.metrics import full_chain, recall_at_k
+    from r2adapter.data.metrics import full_chain, recall_at_k
 
     r = run_cli(["adr", "label", "--dataset", name, "--json"], env, timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from r2adapter.data.metrics import answer_in_context, normalize_answer
 from r2adapter.data.schema import Query
-from r2adapter.evaluate.metrics import answer_in_context, normalize_answer
 from r2adapter.evaluate.retrieval import RankedRun, answer_summary
 
 pytestmark = pytest.mark.unit

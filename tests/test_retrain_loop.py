@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from r2adapter.label.rules import split_of
+from r2adapter.data.splits import split_of
 from r2adapter.loop import FAMILY_STEPS, STEPS
 from tests.conftest import _free_port, make_mini_musique, run_cli, serving
 

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from r2adapter.config import router_params
+from r2adapter.data.splits import split_of
 from r2adapter.errors import R2AError
-from r2adapter.label.rules import avg_rank_rule, recall_first_rule, split_of, topk_first_rule
+from r2adapter.label.rules import avg_rank_rule, recall_first_rule, topk_first_rule
 from r2adapter.route.decision import decide
 from r2adapter.route.loss import focal_bce
 from r2adapter.route.threshold import f1_recall, search_threshold

@@ -22,8 +22,8 @@ from tqdm import tqdm
 
 from r2adapter.adr.operators import OPERATORS, AdrOperators
 from r2adapter.config import AdrParams, adr_params, settings
+from r2adapter.data.metrics import full_chain, recall_at_k
 from r2adapter.errors import R2AError
-from r2adapter.evaluate.metrics import full_chain, recall_at_k
 from r2adapter.kway.labels import Outcome as OperatorOutcome  # one operator on one query
 from r2adapter.label.jsonl import read_label_lines, write_label_lines
 
@@ -87,9 +87,9 @@ def label_dataset(dataset: str, p: AdrParams | None = None) -> list[AdrLabel]:
     from threadpoolctl import threadpool_limits
 
     from r2adapter.config import label_params
+    from r2adapter.data.splits import split_of
     from r2adapter.evaluate.retrieval import stored_queries
     from r2adapter.index.encoder import get_encoder
-    from r2adapter.label.rules import split_of
 
     p = p or adr_params()
     ops = AdrOperators(dataset, p)

@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from r2adapter.config import RouterParams, settings
+from r2adapter.data.splits import N_FOLDS, fold_of, fold_roles
 from r2adapter.label.annotate import LabelRecord
-from r2adapter.label.rules import N_FOLDS, fold_of, fold_roles
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from r2adapter.evaluate.metrics import metric_key
+from r2adapter.data.metrics import metric_key
 
 
 def _figures(prefix: str, values: Mapping[str, Any]) -> dict[str, float]:

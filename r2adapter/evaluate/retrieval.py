@@ -14,9 +14,9 @@ from typing import Any
 from tqdm import tqdm
 
 from r2adapter.config import graph_params
+from r2adapter.data.metrics import answer_in_context, full_chain, percentile, recall_at_k
 from r2adapter.data.schema import Query
 from r2adapter.errors import R2AError
-from r2adapter.evaluate.metrics import answer_in_context, full_chain, percentile, recall_at_k
 from r2adapter.index.encoder import get_encoder
 from r2adapter.retrieve.base import Retriever
 from r2adapter.retrieve.strategies import GRAPH_STRATEGIES, check_strategies, make_retriever

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from r2adapter.evaluate.metrics import percentile, recall_at_k
+from r2adapter.data.metrics import percentile, recall_at_k
 from r2adapter.label.annotate import LabelRecord
 from r2adapter.route.base import Router
 from r2adapter.route.threshold import f1_recall

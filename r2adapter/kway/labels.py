@@ -21,8 +21,8 @@ import numpy as np
 from tqdm import tqdm
 
 from r2adapter.config import KwayParams, kway_params, label_params, settings
+from r2adapter.data.metrics import full_chain, recall_at_k
 from r2adapter.errors import R2AError
-from r2adapter.evaluate.metrics import full_chain, recall_at_k
 from r2adapter.kway.strategies import (
     Strategy,
     base_retrievers,
@@ -128,9 +128,9 @@ def passage_tokens(dataset: str) -> dict[str, int]:
 def rank_strategies(dataset: str, p: KwayParams | None = None) -> list[StrategyLabel]:
     """Every base retriever of the table run once per query (to `p.depth`), timed, as a
     service would run it: one query at a time, on the query embedding computed first."""
+    from r2adapter.data.splits import split_of
     from r2adapter.evaluate.retrieval import stored_queries
     from r2adapter.index.encoder import get_encoder
-    from r2adapter.label.rules import split_of
     from r2adapter.retrieve.strategies import make_retriever
     from r2adapter.store.graph_store import require_version
 

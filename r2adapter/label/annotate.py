@@ -14,14 +14,15 @@ from tqdm import tqdm
 
 from r2adapter.config import LabelParams
 from r2adapter.data.schema import Query
+from r2adapter.data.splits import split_of
 from r2adapter.errors import R2AError
-from r2adapter.evaluate.retrieval import stored_queries
 from r2adapter.index.encoder import get_encoder
-from r2adapter.label.rules import RULES, split_of
+from r2adapter.label.rules import RULES
 from r2adapter.retrieve.dense import DenseRetriever
 from r2adapter.retrieve.graph import GraphRetriever
 from r2adapter.store.db import connection
 from r2adapter.store.graph_store import require_version
+from r2adapter.store.queries import stored_queries
 
 KEEP_TOP = 10  # ranked ids kept per retriever for end-to-end routing evaluation
 

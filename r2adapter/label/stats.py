@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from r2adapter.evaluate.metrics import full_chain
+from r2adapter.data.metrics import full_chain
 from r2adapter.label.annotate import LabelRecord
 from r2adapter.nlp.ner import entities
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from r2adapter.config import label_params, settings
+from r2adapter.data.metrics import metric_key, recall_at_k
 from r2adapter.errors import R2AError
-from r2adapter.evaluate.metrics import metric_key, recall_at_k
 from r2adapter.label.annotate import (
     LabelRecord,
     Rankings,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from r2adapter.data.metrics import metric_key
 from r2adapter.errors import R2AError
-from r2adapter.evaluate.metrics import metric_key
 from r2adapter.registry.tracking import MODEL_NAMES, mlflow_setup
 from r2adapter.route.trained import TrainedRouter
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from r2adapter.config import RouterParams, settings
-from r2adapter.evaluate.metrics import metric_key
+from r2adapter.data.metrics import metric_key
 from r2adapter.evaluate.plots import plot_pr, plot_threshold_search
 from r2adapter.evaluate.routing import routing_metrics
 from r2adapter.label.annotate import LabelRecord, read_labels

@@ -135,7 +135,7 @@ def collect_rows(
 
 def training_queries(dataset: str) -> list[Query]:
     """The dataset's stored queries in the training split that name a gold passage."""
-    from r2adapter.label.rules import split_of
+    from r2adapter.data.splits import split_of
     from r2adapter.store.queries import stored_queries
 
     split = label_params().split
@@ -214,7 +214,7 @@ def cross_fitted(
     """fold → a tier model fitted on every stored query with gold outside that fold
     (`fold_of`, the k-fold split by query id), on `retriever` (catrag with the similarity
     tiers): scoring fold k's queries with model k measures the learned source out of fold."""
-    from r2adapter.label.rules import fold_of
+    from r2adapter.data.splits import fold_of
     from r2adapter.store.queries import stored_queries
 
     queries = [

@@ -1,0 +1,65 @@
+"""Retrieval metrics as in HippoRAG 2 and CatRAG, over ranked passage ids: pure functions,
+the leaf that label/, evaluate/ and the families all score with."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def recall_at_k(ranked: Sequence[str], gold: Sequence[str], k: int) -> float:
+    """Fraction of the gold passages found in the top k (HippoRAG 2's Recall@k)."""
+    if not gold:
+        return 0.0
+    top = set(ranked[:k])
+    return sum(g in top for g in set(gold)) / len(set(gold))
+
+
+def full_chain(ranked: Sequence[str], gold: Sequence[str], k: int) -> float:
+    """1 when every gold passage is in the top k (CatRAG's Full Chain Retrieval)."""
+    return float(bool(gold) and set(gold) <= set(ranked[:k]))
+
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCT = re.compile(r"[^\w\s]")
+YES_NO = frozenset({"yes", "no"})
+
+
+def normalize_answer(text: str) -> str:
+    """SQuAD's answer normalisation: lower case, no punctuation, no articles, one space."""
+    return " ".join(_ARTICLES.sub(" ", _PUNCT.sub("", text.lower())).split())
+
+
+def answer_in_context(
+    context: str, answers: Sequence[str], ranked: Sequence[str], gold: Sequence[str], k: int
+) -> float:
+    """1 when the full chain is in the top k and a gold answer (or alias) appears in their
+    text, normalised (the CPU stand-in for CatRAG's Joint Success Rate). A yes/no answer is
+    no span of any passage: such a query needs only the full chain."""
+    if not full_chain(ranked, gold, k):
+        return 0.0
+    norm = [normalize_answer(a) for a in answers]
+    norm = [a for a in norm if a]
+    if not norm or set(norm) <= YES_NO:
+        return 1.0
+    text = f" {normalize_answer(context)} "
+    return float(any(f" {a} " in text for a in norm))
+
+
+def average_rank(ranked: Sequence[str], gold: Sequence[str], depth: int) -> float:
+    """Mean 1-based rank of the gold passages; a gold passage not retrieved counts depth + 1
+    (R²Adapter §3.2)."""
+    pos = {pid: i + 1 for i, pid in enumerate(ranked[:depth])}
+    return float(np.mean([pos.get(g, depth + 1) for g in gold])) if gold else float(depth + 1)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    return float(np.percentile(values, q)) if len(values) else 0.0
+
+
+def metric_key(name: str) -> str:
+    """A figure's name as a metric key: MLflow and Kubeflow take no '@' (recall@5 →
+    recall_at_5)."""
+    return name.replace("@", "_at_")
