@@ -481,6 +481,15 @@ class KwayParams:
     # the heads read the query embedding as the encoder gives it (unit norm, as r2a_embed's
     # head does) and standardise only the other features; true standardises it too
     standardize_embedding: bool = False
+    # what a strategy costs the router: `measured`, each query's milliseconds as timed once
+    # while labelling (they carry the machine's load at that moment); `calibrated`, each
+    # base retriever's cost from a calibration pass after the labels (calibration_queries
+    # queries spread over the file, each retriever timed calibration_repeats times in
+    # rotating order, the minimum per query, the median over queries): one figure per
+    # retriever, the same for every query, far less sensitive to the load while labelling
+    cost: str = "measured"
+    calibration_queries: int = 60
+    calibration_repeats: int = 5
 
     def routed(self) -> KwayParams:
         """These parameters with `strategies` the ones the router chooses among."""
@@ -496,6 +505,14 @@ class KwayParams:
             )
             _need(int(k) <= self.depth, f"kway.strategies: {s!r} exceeds kway.depth {self.depth}")
         _need(len(set(self.strategies)) == len(self.strategies), "kway.strategies repeat")
+        _need(
+            self.cost in ("measured", "calibrated"),
+            f"kway.cost: {self.cost!r} is not measured or calibrated",
+        )
+        _need(
+            self.calibration_queries >= 1 and self.calibration_repeats >= 1,
+            "kway.calibration_queries and kway.calibration_repeats must be at least 1",
+        )
         stray = [r for r in self.route if r not in self.strategies]
         _need(not stray, f"kway.route: {stray} not in kway.strategies (they are not labelled)")
         unknown = [f for f in self.features if f not in KWAY_FEATURES]

@@ -57,12 +57,16 @@ class StrategyLabel:
     split: str
     gold: list[str]
     rankings: dict[str, list[str]]
-    ms: dict[str, float]  # "embed" and each base retriever
+    ms: dict[str, float]  # "embed" and each base retriever, timed once for this query
     tokens: dict[str, int]  # passage id → tokens, for every ranked passage
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     suitable: list[str] = field(default_factory=list)
+    # kway.cost calibrated: "embed" and each base retriever's calibrated ms (the same for
+    # every query of the file); empty: the strategies cost their measured `ms`
+    cost_ms: dict[str, float] = field(default_factory=dict)
 
     def to_json(self, table: Sequence[Strategy]) -> dict[str, Any]:
+        calibrated = {"cost_ms": self.cost_ms} if self.cost_ms else {}
         return {
             "format": FORMAT,
             "query_id": self.query_id,
@@ -85,6 +89,7 @@ class StrategyLabel:
                 for o in [self.outcomes[s.name]]
             },
             "suitable": self.suitable,
+            **calibrated,
         }
 
 
@@ -103,7 +108,7 @@ def evaluate_outcomes(lab: StrategyLabel, table: Sequence[Strategy], rrf_k: int)
             recall_at_k(got, lab.gold, s.k),
             full_chain(got, lab.gold, s.k),
             int(sum(lab.tokens.get(p, 0) for p in got)),
-            strategy_ms(s, lab.ms),
+            strategy_ms(s, lab.cost_ms or lab.ms),
         )
     best = max(o.recall for o in lab.outcomes.values())
     lab.suitable = [s.name for s in table if lab.outcomes[s.name].recall >= best - 1e-9]
@@ -125,9 +130,12 @@ def passage_tokens(dataset: str) -> dict[str, int]:
     return {r[0]: len(c) for r, c in zip(rows, counts, strict=True)}
 
 
-def rank_strategies(dataset: str, p: KwayParams | None = None) -> list[StrategyLabel]:
+def rank_strategies(
+    dataset: str, p: KwayParams | None = None, limit: int | None = None
+) -> list[StrategyLabel]:
     """Every base retriever of the table run once per query (to `p.depth`), timed, as a
-    service would run it: one query at a time, on the query embedding computed first."""
+    service would run it: one query at a time, on the query embedding computed first
+    (`limit`: the first that many queries only, for a quick look)."""
     from r2adapter.data.splits import split_of
     from r2adapter.evaluate.retrieval import stored_queries
     from r2adapter.index.encoder import get_encoder
@@ -137,7 +145,7 @@ def rank_strategies(dataset: str, p: KwayParams | None = None) -> list[StrategyL
     p = p or kway_params()
     table = strategy_table(p.strategies)
     require_version(dataset)
-    queries = stored_queries(dataset, complete_only=True)
+    queries = stored_queries(dataset, complete_only=True)[:limit]
     if not queries:
         raise R2AError(f"dataset '{dataset}' has no queries with complete gold to label")
     enc = get_encoder()
@@ -156,21 +164,7 @@ def rank_strategies(dataset: str, p: KwayParams | None = None) -> list[StrategyL
         r.retrieve(queries[0].question, p.depth)
     out = []
     for q in tqdm(queries, desc="label: strategies", unit="query"):
-        t = time.perf_counter()
-        v = enc.encode([q.question])[0]
-        ms = {"embed": (time.perf_counter() - t) * 1000}
-        rankings = {}
-        for name, r in retrievers.items():
-            t = time.perf_counter()
-            text = q.question
-            if split_rewritten(name)[1] and rewriter is not None:
-                # as the adapter serves it: rewrite, then retrieve q′ on q's embedding (its
-                # triplets seed the walk)
-                res = rewriter.rewrite(q.question)
-                if res.rewritten_ok:
-                    text = res.rewritten
-            rankings[name] = [h.passage_id for h in r.retrieve(text, p.depth, qvec=v)]
-            ms[name] = (time.perf_counter() - t) * 1000
+        ms, rankings = _time_query(q.question, enc, retrievers, rewriter, p.depth)
         ranked = {pid for ids in rankings.values() for pid in ids}
         lab = StrategyLabel(
             q.id,
@@ -182,9 +176,70 @@ def rank_strategies(dataset: str, p: KwayParams | None = None) -> list[StrategyL
             ms,
             {pid: tokens.get(pid, 0) for pid in sorted(ranked)},
         )
-        evaluate_outcomes(lab, table, p.rrf_k)
         out.append(lab)
+    if p.cost == "calibrated":
+        cost = calibrate_costs([q.question for q in queries], enc, retrievers, p)
+        for lab in out:
+            lab.cost_ms = cost
+    for lab in out:
+        evaluate_outcomes(lab, table, p.rrf_k)
     return out
+
+
+def _time_query(
+    question: str, enc: Any, retrievers: dict[str, Any], rewriter: Any, depth: int,
+    order: Sequence[str] | None = None,
+) -> tuple[dict[str, float], dict[str, list[str]]]:  # fmt: skip
+    """One query as a service runs it: its embedding, then each base retriever (`order`,
+    default the table's) on it, each timed; the rankings."""
+    t = time.perf_counter()
+    v = enc.encode([question])[0]
+    ms = {"embed": (time.perf_counter() - t) * 1000}
+    rankings = {}
+    for name in order or list(retrievers):
+        t = time.perf_counter()
+        text = question
+        if split_rewritten(name)[1] and rewriter is not None:
+            # as the adapter serves it: rewrite, then retrieve q′ on q's embedding (its
+            # triplets seed the walk)
+            res = rewriter.rewrite(question)
+            if res.rewritten_ok:
+                text = res.rewritten
+        rankings[name] = [h.passage_id for h in retrievers[name].retrieve(text, depth, qvec=v)]
+        ms[name] = (time.perf_counter() - t) * 1000
+    return ms, rankings
+
+
+def calibrate_costs(
+    questions: Sequence[str], enc: Any, retrievers: dict[str, Any], p: KwayParams
+) -> dict[str, float]:
+    """Each base retriever's (and the embedding's) calibrated ms: `p.calibration_queries`
+    questions spread evenly over `questions`, each timed `p.calibration_repeats` times with
+    the retrievers in a rotating order (so none always runs first, or right after another);
+    per question the minimum of its repeats (the run least disturbed by whatever else the
+    machine did), then the median over the questions. A rewriting retriever rewrites
+    without a cache, so every repeat pays for its rewrite."""
+    rewriter = None
+    if any(split_rewritten(r)[1] for r in retrievers):
+        from r2adapter.rewrite import Rewriter
+
+        rewriter = Rewriter(backend="structural", cache_size=0)
+        rewriter.warmup()
+    n = min(p.calibration_queries, len(questions))
+    picked = [questions[int(i)] for i in np.linspace(0, len(questions) - 1, n)]
+    names = list(retrievers)
+    best: dict[str, np.ndarray] = {k: np.full(n, np.inf) for k in ["embed", *names]}
+    bar = tqdm(total=n * p.calibration_repeats, desc="label: cost calibration", unit="query")
+    with bar:
+        for rep in range(p.calibration_repeats):
+            for i, question in enumerate(picked):
+                shift = (rep + i) % len(names)
+                order = names[shift:] + names[:shift]
+                ms, _ = _time_query(question, enc, retrievers, rewriter, p.depth, order)
+                for k, v in ms.items():
+                    best[k][i] = min(best[k][i], v)
+                bar.update(1)
+    return {k: round(float(np.median(v)), 3) for k, v in best.items()}
 
 
 def strategy_label_path(dataset: str) -> Path:
@@ -220,6 +275,13 @@ def read_strategy_labels(
             {k: float(v) for k, v in raw["ms"].items()},
             {k: int(v) for k, v in raw["tokens"].items()},
         )
+        if p.cost == "calibrated":
+            if "cost_ms" not in raw:
+                raise R2AError(
+                    f"{path}: strategy labels without calibrated costs (kway.cost: calibrated"
+                    f" in params.yaml): {relabel}"
+                )
+            lab.cost_ms = {k: float(v) for k, v in raw["cost_ms"].items()}
         evaluate_outcomes(lab, table, p.rrf_k)
         out.append(lab)
     return out

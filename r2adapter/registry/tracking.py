@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import warnings
+from pathlib import Path
 
 from r2adapter.config import settings
 from r2adapter.errors import R2AError
@@ -25,7 +26,11 @@ def mlflow_setup() -> str:
 
     uri = settings().mlflow_uri
     if uri.startswith("sqlite:///"):
-        (settings().root / "mlruns").mkdir(exist_ok=True)
+        # the store's own folder, and only when missing: a reader of a store mounted
+        # read-only (the serving container on a developer's mlruns) writes nothing
+        folder = Path(uri.removeprefix("sqlite:///")).parent
+        if not folder.is_dir():
+            folder.mkdir(parents=True, exist_ok=True)
     mlflow.set_tracking_uri(uri)
     mlflow.set_registry_uri(uri)
     try:

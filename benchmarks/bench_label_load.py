@@ -1,0 +1,172 @@
+"""Costs that do not depend on the load (issue 24, item 4): label one corpus twice, once on
+a quiet machine and once with every core kept busy by other processes, train the k-way
+router on each label set (same seed, same features, same splits) and compare the two
+routers' choices on the test split, for both ways of costing a strategy (params.yaml
+`kway.cost`): `measured`, each query's ms timed once while labelling (today's default), and
+`calibrated`, each base retriever's cost from the calibration pass after the labels
+(r2adapter/kway/labels.py `calibrate_costs`). One labelling pass yields both: its
+per-query ms and its calibration. Target: ≥ 95% of test queries routed alike, and the two
+routers' recall and cost points within noise (a paired bootstrap of the recall difference).
+
+    .venv/bin/python benchmarks/bench_label_load.py                 # 2wikimultihopqa
+    .venv/bin/python benchmarks/bench_label_load.py --quick         # 200 queries, 20 calibrated
+    .venv/bin/python benchmarks/bench_label_load.py --dataset musique_dev --hogs 3
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+if not __package__:  # `python benchmarks/bench_label_load.py`: the repository root on sys.path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import arg_parser, finish, loadavg, met, new_result, require_db  # noqa: E402
+
+TARGET_AGREEMENT = 0.95
+HOG = "while True: pass"
+
+
+def _hogs(n: int) -> list[subprocess.Popen[bytes]]:
+    """`n` processes that each keep one core busy (another job on the machine)."""
+    return [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(n)]
+
+
+def _label(dataset: str, p: Any, limit: int | None) -> tuple[list[Any], float]:
+    from r2adapter.kway import labels as kl
+
+    t0 = time.perf_counter()
+    out = kl.rank_strategies(dataset, p, limit=limit)
+    return out, time.perf_counter() - t0
+
+
+def _router(labels: list[Any], mode: str, dataset: str, p: Any, x: np.ndarray) -> dict[str, Any]:
+    """The k-way router trained on these labels priced by `mode`; its test choices."""
+    from r2adapter.kway.cascade import Costs, choose
+    from r2adapter.kway.labels import evaluate_outcomes, outcome_matrix
+    from r2adapter.kway.model import fit_kway
+    from r2adapter.kway.strategies import strategy_table
+
+    rp = p.routed()
+    table = strategy_table(rp.strategies)
+    priced = []
+    for lab in labels:
+        one = replace(lab, outcomes={}, suitable=[])
+        if mode == "measured":
+            one.cost_ms = {}
+        evaluate_outcomes(one, table, rp.rrf_k)
+        priced.append(one)
+    m = outcome_matrix(priced, table)
+    split = np.array([lab.split for lab in labels])
+    tr, va, te = (np.where(split == s)[0] for s in ("train", "val", "test"))
+
+    def costs(rows: np.ndarray) -> Costs:
+        return Costs(m["recall"][rows], m["ms"][rows], m["passages"][rows])
+
+    router, _ = fit_kway(
+        x[tr], m["suitable"][tr], x[va], costs(va), costs(tr), rp.strategies, rp, dataset
+    )
+    choice = choose(router.probs(x[te]), router.tau, router.order, router.fallback_ix)
+    rows = np.arange(len(te))
+    return {
+        "choice": choice,
+        "recall_q": m["recall"][te][rows, choice],
+        "mean_ms": float(m["ms"][te][rows, choice].mean()),
+        "strategy_mean_ms": dict(
+            zip(rp.strategies, (float(v) for v in m["ms"].mean(axis=0)), strict=True)
+        ),
+        "fallback": router.cfg.fallback,
+        "thresholds": [round(float(t), 3) for t in router.cfg.thresholds],
+    }
+
+
+def _paired_recall(a: np.ndarray, b: np.ndarray, seed: int = 13) -> dict[str, float]:
+    rng = np.random.default_rng(seed)
+    d = a - b
+    boots = [float(d[rng.integers(0, len(d), len(d))].mean()) for _ in range(2000)]
+    lo, hi = np.percentile(boots, [2.5, 97.5])
+    return {"diff": float(d.mean()), "ci95": [float(lo), float(hi)]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = arg_parser(__doc__ or "", "200 queries, 20 calibration queries", "label_load.json")
+    ap.add_argument("--dataset", default="2wikimultihopqa")
+    ap.add_argument("--hogs", type=int, default=0, help="busy processes (default: one a core)")
+    args = ap.parse_args(argv)
+    import os
+
+    from r2adapter.config import kway_params
+    from r2adapter.index.encoder import get_encoder
+    from r2adapter.kway.features import KwayFeatures
+    from r2adapter.retrieve.graph_index import GRAPHS
+
+    require_db()
+    cores = len(os.sched_getaffinity(0))
+    hogs = args.hogs or cores
+    p = kway_params(cost="calibrated")
+    limit = None
+    if args.quick:
+        p, limit = replace(p, calibration_queries=20), 200
+    result = new_result("label_load", args.quick, hogs=hogs, cores=cores)
+    result["dataset"] = args.dataset
+    runs: dict[str, Any] = {}
+    for state in ("quiet", "loaded"):
+        procs = _hogs(hogs) if state == "loaded" else []
+        time.sleep(1.0 if procs else 0.0)
+        load0 = loadavg()[0]
+        try:
+            labels, seconds = _label(args.dataset, p, limit)
+        finally:
+            for pr in procs:
+                pr.kill()
+                pr.wait()
+        runs[state] = {"labels": labels, "seconds": seconds, "loadavg_before": load0}
+        print(f"{state}: labelled {len(labels)} queries in {seconds:.0f} s (load {load0:.1f})")
+    quiet = runs["quiet"]["labels"]
+    questions = [lab.question for lab in quiet]
+    qv = get_encoder().encode(questions)
+    x = KwayFeatures(args.dataset, GRAPHS, p.features)(questions, qv)
+    modes: dict[str, Any] = {}
+    for mode in ("measured", "calibrated"):
+        r = {s: _router(runs[s]["labels"], mode, args.dataset, p, x) for s in runs}
+        agree = float((r["quiet"]["choice"] == r["loaded"]["choice"]).mean())
+        modes[mode] = {
+            "agreement": agree,
+            "met": agree >= TARGET_AGREEMENT,
+            "recall_paired": _paired_recall(r["loaded"]["recall_q"], r["quiet"]["recall_q"]),
+            **{
+                s: {
+                    "test_recall": float(r[s]["recall_q"].mean()),
+                    "test_mean_ms": r[s]["mean_ms"],
+                    "strategy_mean_ms": r[s]["strategy_mean_ms"],
+                    "fallback": r[s]["fallback"],
+                    "thresholds": r[s]["thresholds"],
+                }
+                for s in r
+            },
+        }
+        print(
+            f"{mode:>10}: test choices agree on {agree:.1%} ({met(agree >= TARGET_AGREEMENT)}"
+            f" ≥ {TARGET_AGREEMENT:.0%}); recall quiet {modes[mode]['quiet']['test_recall']:.3f}"
+            f" loaded {modes[mode]['loaded']['test_recall']:.3f}; mean ms quiet"
+            f" {modes[mode]['quiet']['test_mean_ms']:.1f} loaded"
+            f" {modes[mode]['loaded']['test_mean_ms']:.1f}"
+        )
+    result["n_test"] = int(sum(lab.split == "test" for lab in quiet))
+    result["label_seconds"] = {s: round(runs[s]["seconds"], 1) for s in runs}
+    result["loadavg_before"] = {s: runs[s]["loadavg_before"] for s in runs}
+    result["calibrated_ms"] = {s: runs[s]["labels"][0].cost_ms for s in runs}
+    result["modes"] = modes
+    result["target_agreement"] = TARGET_AGREEMENT
+    finish(result, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
