@@ -88,6 +88,16 @@ def paired_cell(v: dict[str, Any]) -> str:
     return "—"
 
 
+def pick(d: Any, spec: str) -> list[str]:
+    """Cells from `d` by a spec of space-separated `key:digits` (a key with `/` goes down:
+    `op_latency/p50_ms:1`); each formatted by `num` with that many decimals."""
+    cells = []
+    for item in spec.split():
+        key, _, digits = item.rpartition(":")
+        cells.append(num(get(d, *key.split("/")), int(digits)))
+    return cells
+
+
 def get(d: Any, *path: Any, default: Any = None) -> Any:
     for p in path:
         if not isinstance(d, dict) or p not in d:
@@ -121,7 +131,10 @@ class Page:
     def missing(self, rel: str) -> None:
         self.lines += [MISSING.format(f"`{rel}`"), ""]
 
-    def table(self, headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    def table(self, headers: str | Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+        """A markdown table; `headers` a list or one string "a | b | c"."""
+        if isinstance(headers, str):
+            headers = headers.split(" | ")
         rows = [[str(c) for c in r] for r in rows]
         if not rows:
             self.lines += ["(no rows)", ""]
@@ -164,14 +177,10 @@ def validation(page: Page) -> None:
         rows.append(
             [
                 d.get("dataset"),
-                num(d.get("passages")),
-                num(d.get("queries")),
-                num(d.get("complete_gold")),
-                num(d.get("expectations")),
-                num(d.get("failed")),
+                *pick(d, "passages:0 queries:0 complete_gold:0 expectations:0 failed:0"),
             ]
         )
-    page.table(["dataset", "passages", "queries", "complete gold", "expectations", "failed"], rows)
+    page.table("dataset | passages | queries | complete gold | expectations | failed", rows)
 
 
 def index(page: Page) -> None:
@@ -227,16 +236,10 @@ def labels(page: Page) -> None:
             )
         rows.append(row)
     page.table(
-        [
-            "dataset",
-            "rule",
-            "queries",
-            "graph preferred %",
-            "both suitable %",
-            "avg_rank: graph share / oracle R@5",
-            "topk_first",
-            "recall_first",
-        ],
+        (
+            "dataset | rule | queries | graph preferred % | both suitable %"
+            " | avg_rank: graph share / oracle R@5 | topk_first | recall_first"
+        ),
         rows,
     )
 
@@ -245,29 +248,13 @@ def retrieval_modes(page: Page, modes: dict[str, Any]) -> None:
     keys = ["recall@2", "recall@5", "fcr@2", "fcr@5", "answer_in_context@5"]
     rows = []
     for mode, m in modes.items():
-        rows.append(
-            [
-                mode,
-                *(num(m.get(k)) for k in keys),
-                num(m.get("hub_mass")),
-                num(m.get("ppr_weighted_strength"), 1),
-                ms(m.get("latency_ms_p50")),
-                ms(m.get("latency_ms_p95")),
-            ]
-        )
+        more = "hub_mass:3 ppr_weighted_strength:1 latency_ms_p50:1 latency_ms_p95:1"
+        rows.append([mode, *(num(m.get(k)) for k in keys), *pick(m, more)])
     page.table(
-        [
-            "mode",
-            "R@2",
-            "R@5",
-            "FCR@2",
-            "FCR@5",
-            "answer in context@5",
-            "hub mass",
-            "PPR-weighted strength",
-            "p50 ms",
-            "p95 ms",
-        ],
+        (
+            "mode | R@2 | R@5 | FCR@2 | FCR@5 | answer in context@5 | hub mass"
+            " | PPR-weighted strength | p50 ms | p95 ms"
+        ),
         rows,
     )
 
@@ -295,40 +282,21 @@ def router_params(page: Page) -> None:
         return
     p = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     shared = p.get("router", {})
-    keys = [
-        "alpha",
-        "gamma",
-        "weight_decay",
-        "lr",
-        "head_lr",
-        "epochs",
-        "max_graph_usage",
-        "usage_margin",
-        "features",
-    ]
+    keys = "alpha gamma weight_decay lr head_lr epochs max_graph_usage usage_margin features"
     rows = []
     for router, section in (("r2a", "router_minilm"), ("r2a_embed", "router_embedding")):
         merged = {**shared, **(p.get(section) or {})}
-        rows.append([router, f"`{section}`", *(param(merged.get(k)) for k in keys)])
+        rows.append([router, f"`{section}`", *(param(merged.get(k)) for k in keys.split())])
     page.para(
         "`router:` merged with the backbone's own section (the backbone's wins). α and γ "
         "are the focal BCE's (R²Adapter eq. 2; γ 0 is α-balanced BCE); a key absent from "
         "params.yaml takes `RouterParams`' default in r2adapter/config.py."
     )
     page.table(
-        [
-            "router",
-            "section",
-            "α",
-            "γ",
-            "weight decay",
-            "lr",
-            "head lr",
-            "epochs",
-            "max graph usage",
-            "usage margin",
-            "features",
-        ],
+        (
+            "router | section | α | γ | weight decay | lr | head lr | epochs"
+            " | max graph usage | usage margin | features"
+        ),
         rows,
     )
 
@@ -343,31 +311,16 @@ def training(page: Page) -> None:
         if d is None:
             page.missing(rel)
             continue
+        steps = f"{d.get('best_step')} / {d.get('steps')}"
+        test = "test_recall@5:3 test_recall@2:3 test_f1_graph:3 test_graph_usage:3 seconds:1"
         rows.append(
-            [
-                d.get("router"),
-                d.get("version"),
-                num(d.get("tau"), 2),
-                f"{d.get('best_step')} / {d.get('steps')}",
-                num(d.get("test_recall@5")),
-                num(d.get("test_recall@2")),
-                num(d.get("test_f1_graph")),
-                num(d.get("test_graph_usage")),
-                num(d.get("seconds"), 1),
-            ]
+            [d.get("router"), d.get("version"), num(d.get("tau"), 2), steps, *pick(d, test)]
         )
     page.table(
-        [
-            "router",
-            "version",
-            "τ*",
-            "best step / steps",
-            "test R@5",
-            "test R@2",
-            "graph F1",
-            "graph usage",
-            "train s",
-        ],
+        (
+            "router | version | τ* | best step / steps | test R@5 | test R@2 | graph F1"
+            " | graph usage | train s"
+        ),
         rows,
     )
     rel = "reports/train/kway.json"
@@ -378,28 +331,17 @@ def training(page: Page) -> None:
         return
     thresholds = ", ".join(f"{k} {v}" for k, v in (d.get("thresholds") or {}).items())
     page.table(
-        [
-            "router",
-            "version",
-            "thresholds",
-            "fallback",
-            "test recall",
-            "test FCR",
-            "mean ms",
-            "mean passages",
-            "train s",
-        ],
+        (
+            "router | version | thresholds | fallback | test recall | test FCR | mean ms"
+            " | mean passages | train s"
+        ),
         [
             [
                 d.get("router"),
                 d.get("version"),
                 thresholds,
                 d.get("fallback"),
-                num(d.get("test_recall")),
-                num(d.get("test_fcr")),
-                ms(d.get("test_mean_ms")),
-                num(d.get("test_mean_passages"), 1),
-                num(d.get("seconds"), 1),
+                *pick(d, "test_recall:3 test_fcr:3 test_mean_ms:1 test_mean_passages:1 seconds:1"),
             ]
         ],
     )
@@ -424,35 +366,22 @@ def promotion(page: Page) -> None:
                 "; ".join(d.get("reasons") or []),
             ]
         )
-    page.table(["router", "candidate", "champion before", "promoted", "reasons"], rows)
+    page.table("router | candidate | champion before | promoted | reasons", rows)
 
 
 def two_way_routers(page: Page, routers: dict[str, Any]) -> None:
     rows = []
     for name, r in routers.items():
-        rows.append(
-            [
-                name,
-                num(r.get("recall@5")),
-                num(r.get("recall@2")),
-                num(r.get("graph_usage")),
-                num(r.get("precision_graph")),
-                num(r.get("recall_graph")),
-                num(r.get("f1_graph")),
-                num(r.get("latency_ms_p50"), 2),
-            ]
+        spec = (
+            "recall@5:3 recall@2:3 graph_usage:3 precision_graph:3 recall_graph:3 "
+            "f1_graph:3 latency_ms_p50:2"
         )
+        rows.append([name, *pick(r, spec)])
     page.table(
-        [
-            "router",
-            "hybrid R@5",
-            "hybrid R@2",
-            "graph usage",
-            "graph precision",
-            "graph recall",
-            "graph F1",
-            "routing p50 ms",
-        ],
+        (
+            "router | hybrid R@5 | hybrid R@2 | graph usage | graph precision"
+            " | graph recall | graph F1 | routing p50 ms"
+        ),
         rows,
     )
 
@@ -470,22 +399,9 @@ def routing_eval(page: Page) -> None:
     page.section(3, "Routing (`r2a evaluate routing`)", rel, body)
 
 
-KWAY_DEFAULT_ROWS = (
-    "kway",
-    "r2a",
-    "r2a_rw",
-    "r2a_embed",
-    "r2a_embed_rw",
-    "ner",
-    "adr",
-    "oracle",
-    "oracle_routed",
-    "always_dense@5",
-    "always_graph@5",
-    "always_catrag@5",
-    "always_graph+rw@5",
-    "always_fusion@5",
-    "always_catrag+rw@5",
+KWAY_DEFAULT_ROWS = tuple(
+    "kway r2a r2a_rw r2a_embed r2a_embed_rw ner adr oracle oracle_routed always_dense@5 "
+    "always_graph@5 always_catrag@5 always_graph+rw@5 always_fusion@5 always_catrag+rw@5".split()
 )
 
 
@@ -501,29 +417,10 @@ def kway_routers(page: Page, routers: dict[str, Any], names: Sequence[str] | Non
             if len(share) <= 4
             else (f"{len(share)} strategies")
         )
-        rows.append(
-            [
-                name,
-                num(r.get("recall")),
-                num(r.get("fcr")),
-                ms(r.get("mean_ms")),
-                num(r.get("mean_passages"), 2),
-                num(r.get("mean_tokens"), 0),
-                num(r.get("latency_ms_p50"), 2),
-                share_s,
-            ]
-        )
+        spec = "recall:3 fcr:3 mean_ms:1 mean_passages:2 mean_tokens:0 latency_ms_p50:2"
+        rows.append([name, *pick(r, spec), share_s])
     page.table(
-        [
-            "router",
-            "recall",
-            "FCR",
-            "mean ms",
-            "mean passages",
-            "mean tokens",
-            "routing p50 ms",
-            "share",
-        ],
+        ("router | recall | FCR | mean ms | mean passages | mean tokens | routing p50 ms | share"),
         rows,
     )
 
@@ -547,29 +444,16 @@ def corpora(page: Page) -> None:
             [
                 rw.get("backend"),
                 num(d.get("n_queries")),
-                num(g.get("recall@5")),
-                num(g.get("fcr@5")),
-                num(g.get("answer_in_context@5")),
-                num(rw.get("parsed")),
-                num(rw.get("first_hop_accuracy")),
-                num(rw.get("chain_precision")),
-                num(rw.get("chain_recall")),
+                *pick(g, "recall@5:3 fcr@5:3 answer_in_context@5:3"),
+                *pick(rw, "parsed:3 first_hop_accuracy:3 chain_precision:3 chain_recall:3"),
                 ms(g.get("latency_ms_p50")),
             ]
         )
     page.table(
-        [
-            "rewrite",
-            "queries",
-            "graph R@5",
-            "FCR@5",
-            "answer in context@5",
-            "parsed",
-            "first-hop head",
-            "chain precision",
-            "chain recall",
-            "p50 ms",
-        ],
+        (
+            "rewrite | queries | graph R@5 | FCR@5 | answer in context@5 | parsed"
+            " | first-hop head | chain precision | chain recall | p50 ms"
+        ),
         rows,
     )
     rel = "reports/corpora/musique_dev.loco.json"
@@ -585,7 +469,7 @@ def corpora(page: Page) -> None:
     kway_routers(page, d.get("routers", {}), KWAY_DEFAULT_ROWS)
     paired = d.get("paired", {})
     page.table(
-        ["comparison", "recall difference [95%]"],
+        "comparison | recall difference [95%]",
         [[k, diff_ci(v)] for k, v in paired.items() if isinstance(v, dict) and "diff" in v],
     )
 
@@ -599,16 +483,10 @@ def dense(page: Page) -> None:
         rows = []
         for name, ds in d.get("datasets", {}).items():
             recall = get(ds, "hnsw", "recall@10", default={})
-            rows.append(
-                [
-                    name,
-                    num(ds.get("passages")),
-                    ms(get(ds, "encode_query", "p50_ms")),
-                    ms(get(ds, "encode_query_1_thread", "p50_ms")),
-                    num(get(ds, "dense_topk", "p50_ms"), 2),
-                    ", ".join(f"{k} {v:.3f}" for k, v in recall.items()) or "—",
-                ]
-            )
+            spec = "passages:0 encode_query/p50_ms:1 encode_query_1_thread/p50_ms:1 "
+            spec += "dense_topk/p50_ms:2"
+            by_ef = ", ".join(f"{k} {v:.3f}" for k, v in recall.items()) or "—"
+            rows.append([name, *pick(ds, spec), by_ef])
         page.para(
             f"Encoder {enc.get('name')} ({enc.get('dim')}-d), torch "
             f"{get(d, 'machine', 'torch', default='?')} "
@@ -616,14 +494,10 @@ def dense(page: Page) -> None:
             "top-k is the pgvector query given the query embedding."
         )
         page.table(
-            [
-                "dataset",
-                "passages",
-                "encode query p50 ms",
-                "1 thread",
-                "top-k p50 ms",
-                "HNSW recall@10 by ef_search",
-            ],
+            (
+                "dataset | passages | encode query p50 ms | 1 thread | top-k p50 ms"
+                " | HNSW recall@10 by ef_search"
+            ),
             rows,
         )
         skipped = d.get("skipped") or {}
@@ -639,35 +513,25 @@ def catrag_variants(page: Page, d: dict[str, Any]) -> None:
         rows = []
         for name, v in ds.get("variants", {}).items():
             wl = v.get("fcr@5_wins_losses")
+            vs = v.get("fcr@5_vs_graph")
+            vs_s = "—" if vs is None else f"{signed(vs)} {ci(v.get('fcr@5_vs_graph_ci95'))}"
+            wl_s = "—" if not wl else f"{wl[0]}/{wl[1]}"
+            rest = "answer_in_context@5:3 hub_mass:3 ppr_weighted_strength:1 latency_ms_p50:1"
             rows.append(
                 [
                     name,
-                    num(v.get("recall@5")),
-                    num(v.get("fcr@5")),
-                    "—"
-                    if "fcr@5_vs_graph" not in v
-                    else f"{signed(v['fcr@5_vs_graph'])} {ci(v.get('fcr@5_vs_graph_ci95'))}",
-                    "—" if not wl else f"{wl[0]}/{wl[1]}",
-                    num(v.get("answer_in_context@5")),
-                    num(v.get("hub_mass")),
-                    num(v.get("ppr_weighted_strength"), 1),
-                    ms(v.get("latency_ms_p50")),
-                    ms(v.get("edit_ms_p50")) if "edit_ms_p50" in v else "—",
+                    *pick(v, "recall@5:3 fcr@5:3"),
+                    vs_s,
+                    wl_s,
+                    *pick(v, rest),
+                    num(v.get("edit_ms_p50"), 1),
                 ]
             )
         page.table(
-            [
-                "variant",
-                "R@5",
-                "FCR@5",
-                "FCR@5 vs graph [95%]",
-                "wins/losses",
-                "AIC@5",
-                "hub mass",
-                "PPR-weighted strength",
-                "p50 ms",
-                "edit p50 ms",
-            ],
+            (
+                "variant | R@5 | FCR@5 | FCR@5 vs graph [95%] | wins/losses | AIC@5 | hub mass"
+                " | PPR-weighted strength | p50 ms | edit p50 ms"
+            ),
             rows,
         )
 
@@ -700,33 +564,21 @@ def ppr_local(page: Page) -> None:
             rows = []
             for mode, variants in d.get("modes", {}).items():
                 for name, v in variants.items():
+                    delta = {"diff": v.get("fcr@5_delta"), "ci95": v.get("fcr@5_delta_ci95")}
                     rows.append(
                         [
                             mode,
                             name,
-                            num(v.get("recall@5")),
-                            num(v.get("fcr@5")),
-                            num(v.get("top5_agreement")),
-                            diff_ci(
-                                {"diff": v.get("fcr@5_delta"), "ci95": v.get("fcr@5_delta_ci95")}
-                            )
-                            if "fcr@5_delta" in v
-                            else "—",
-                            ms(v.get("search_p50_ms")),
-                            ms(v.get("ppr_p50_ms")),
+                            *pick(v, "recall@5:3 fcr@5:3 top5_agreement:3"),
+                            diff_ci(delta) if "fcr@5_delta" in v else "—",
+                            *pick(v, "search_p50_ms:1 ppr_p50_ms:1"),
                         ]
                     )
             page.table(
-                [
-                    "mode",
-                    "solver",
-                    "R@5",
-                    "FCR@5",
-                    "top-5 equal to exact",
-                    "FCR@5 vs exact [95%]",
-                    "search p50 ms",
-                    "PPR p50 ms",
-                ],
+                (
+                    "mode | solver | R@5 | FCR@5 | top-5 equal to exact | FCR@5 vs exact [95%]"
+                    " | search p50 ms | PPR p50 ms"
+                ),
                 rows,
             )
 
@@ -743,38 +595,18 @@ def scale(page: Page) -> None:
             f"{d.get('r_max')}). Graph search p50 at the largest size over the smallest: "
             f"**{num(d.get('graph_search_growth'), 2)}×**."
         )
-        keys = [
-            ("passages", num),
-            ("nodes", num),
-            ("edges", num),
-            ("graph_search_p50_ms", ms),
-            ("graph_search_p95_ms", ms),
-            ("ppr_local_p50_ms", ms),
-            ("ppr_exact_p50_ms", ms),
-            ("ann_p50_ms", ms),
-            ("ann_fact_recall_at_5", num),
-            ("top5_agreement", num),
-            ("csr_mb", ms),
-            ("rss_mb", ms),
-            ("graph_load_s", ms),
-        ]
-        rows = [[f(s.get(k)) for k, f in keys] for s in d.get("sizes", {}).values()]
+        spec = (
+            "passages:0 nodes:0 edges:0 graph_search_p50_ms:1 graph_search_p95_ms:1 "
+            "ppr_local_p50_ms:1 ppr_exact_p50_ms:1 ann_p50_ms:1 ann_fact_recall_at_5:3 "
+            "top5_agreement:3 csr_mb:1 rss_mb:1 graph_load_s:1"
+        )
+        rows = [pick(s, spec) for s in d.get("sizes", {}).values()]
         page.table(
-            [
-                "passages",
-                "nodes",
-                "edges",
-                "graph search p50 ms",
-                "p95 ms",
-                "local PPR p50 ms",
-                "exact PPR p50 ms",
-                "fact ANN p50 ms",
-                "fact ANN R@5",
-                "top-5 local = exact",
-                "CSR MB",
-                "RSS MB",
-                "graph load s",
-            ],
+            (
+                "passages | nodes | edges | graph search p50 ms | p95 ms | local PPR p50 ms"
+                " | exact PPR p50 ms | fact ANN p50 ms | fact ANN R@5 | top-5 local = exact"
+                " | CSR MB | RSS MB | graph load s"
+            ),
             rows,
         )
 
@@ -800,27 +632,13 @@ def synonyms(page: Page) -> None:
             ratio = s.get("hnsw_over_all_pairs")
             if ratio is None and s.get("all_pairs_s"):
                 ratio = s["hnsw_s"] / s["all_pairs_s"]
-            rows.append(
-                [
-                    Path(rel).name,
-                    size,
-                    num(get(s, "edges", "all_pairs")),
-                    num(s.get("recall"), 4),
-                    ms(s.get("all_pairs_s")),
-                    ms(s.get("hnsw_s")),
-                    num(ratio, 2),
-                ]
-            )
+            spec = "edges/all_pairs:0 recall:4 all_pairs_s:1 hnsw_s:1"
+            rows.append([Path(rel).name, size, *pick(s, spec), num(ratio, 2)])
     page.table(
-        [
-            "file",
-            "entities",
-            "all-pairs edges",
-            "HNSW recall",
-            "all pairs s",
-            "HNSW s",
-            "HNSW / all pairs",
-        ],
+        (
+            "file | entities | all-pairs edges | HNSW recall | all pairs s | HNSW s"
+            " | HNSW / all pairs"
+        ),
         rows,
     )
 
@@ -829,28 +647,10 @@ def graph_memory(page: Page) -> None:
     rel = "benchmarks/results/graph_memory.json"
 
     def body(d: dict[str, Any]) -> None:
-        rows = [
-            [
-                name,
-                num(s.get("nodes")),
-                num(s.get("edges")),
-                ms(s.get("peak_mb")),
-                ms(s.get("estimate_mb")),
-                num(s.get("estimate_over_peak"), 2),
-                ms(s.get("load_s")),
-            ]
-            for name, s in d.get("datasets", {}).items()
-        ]
+        spec = "nodes:0 edges:0 peak_mb:1 estimate_mb:1 estimate_over_peak:2 load_s:1"
+        rows = [[name, *pick(s, spec)] for name, s in d.get("datasets", {}).items()]
         page.table(
-            [
-                "dataset",
-                "nodes",
-                "edges",
-                "peak MB at load",
-                "estimate MB",
-                "estimate / peak",
-                "load s",
-            ],
+            ("dataset | nodes | edges | peak MB at load | estimate MB | estimate / peak | load s"),
             rows,
         )
 
@@ -880,17 +680,11 @@ def rewriter(page: Page) -> None:
                 ]
             )
         page.table(
-            [
-                "corpus",
-                "queries",
-                "parsed",
-                "graph@5 R@5 / FCR@5",
-                "graph+rw@5 (seeding) R@5 / FCR@5",
-                "R@5 gain [95%]",
-                "FCR@5 gain [95%]",
-                "q′ appended only: FCR@5 gain",
-                "rewrite p50 ms",
-            ],
+            (
+                "corpus | queries | parsed | graph@5 R@5 / FCR@5"
+                " | graph+rw@5 (seeding) R@5 / FCR@5 | R@5 gain [95%] | FCR@5 gain [95%]"
+                " | q′ appended only: FCR@5 gain | rewrite p50 ms"
+            ),
             rows,
         )
 
@@ -902,17 +696,9 @@ def rewriter(page: Page) -> None:
             f"{get(d, 'config', 'dataset')}, the queries router `{get(d, 'config', 'router')}` "
             f"sends to graph ({get(d, 'routing', 'routed_to_graph')}); eq. 7's ε."
         )
-        rows = [
-            [
-                e,
-                num(v.get("rewritten")),
-                num(v.get("recall@5_without")),
-                num(v.get("recall@5_with")),
-                num(v.get("rewrite_ms_p50"), 2),
-            ]
-            for e, v in d.get("per_epsilon", {}).items()
-        ]
-        page.table(["ε", "rewritten", "R@5 without", "R@5 with", "rewrite p50 ms"], rows)
+        spec = "rewritten:0 recall@5_without:3 recall@5_with:3 rewrite_ms_p50:2"
+        rows = [[e, *pick(v, spec)] for e, v in d.get("per_epsilon", {}).items()]
+        page.table("ε | rewritten | R@5 without | R@5 with | rewrite p50 ms", rows)
 
     page.section(3, "ε for the structural rewriter", rel, eps)
     rel = "benchmarks/results/rewriter_corpora_musique_dev.json"
@@ -926,9 +712,7 @@ def rewriter(page: Page) -> None:
             rows = [
                 [
                     k,
-                    num(v.get("parsed")),
-                    num(v.get("recall@5")),
-                    num(v.get("fcr@5")),
+                    *pick(v, "parsed:3 recall@5:3 fcr@5:3"),
                     diff_ci(v.get("r5_gain")),
                     diff_ci(v.get("fcr5_gain")),
                 ]
@@ -936,14 +720,10 @@ def rewriter(page: Page) -> None:
                 if isinstance(v, dict) and "r5_gain" in v
             ]
             page.table(
-                [
-                    "min confidence, link heads",
-                    "parsed",
-                    "R@5",
-                    "FCR@5",
-                    "R@5 gain [95%]",
-                    "FCR@5 gain [95%]",
-                ],
+                (
+                    "min confidence, link heads | parsed | R@5 | FCR@5 | R@5 gain [95%]"
+                    " | FCR@5 gain [95%]"
+                ),
                 rows,
             )
 
@@ -967,7 +747,7 @@ def routing_bench(page: Page) -> None:
             if isinstance(v, dict)
         ]
         page.para(f"Routing latency per query (r2a runtime `{lat.get('r2a_runtime')}`):")
-        page.table(["what", "p50 ms", "p95 ms"], rows)
+        page.table("what | p50 ms | p95 ms", rows)
 
     page.section(3, "Side by side", rel, body)
     rel = "benchmarks/results/router_ceiling.json"
@@ -980,16 +760,9 @@ def routing_bench(page: Page) -> None:
             f"{num(ref.get('always_dense'))}, always graph {num(ref.get('always_graph'))}, "
             f"oracle {num(ref.get('oracle'))} (graph usage {num(ref.get('oracle_graph_usage'))})."
         )
-        rows = [
-            [
-                k,
-                num(v.get("auc")),
-                num(v.get("recall@5_at_usage_0.4")),
-                num(v.get("recall@5_at_usage_0.5")),
-            ]
-            for k, v in d.get("models", {}).items()
-        ]
-        page.table(["probe", "ROC AUC", "R@5 at usage 0.4", "R@5 at usage 0.5"], rows)
+        spec = "auc:3 recall@5_at_usage_0.4:3 recall@5_at_usage_0.5:3"
+        rows = [[k, *pick(v, spec)] for k, v in d.get("models", {}).items()]
+        page.table("probe | ROC AUC | R@5 at usage 0.4 | R@5 at usage 0.5", rows)
 
     page.section(3, "The router ceiling", rel, ceiling)
 
@@ -1007,20 +780,15 @@ def kway(page: Page) -> None:
         kway_routers(page, d.get("routers", {}), KWAY_DEFAULT_ROWS)
         page.para("Paired bootstrap (recall):")
         page.table(
-            ["comparison", "difference [95%]"],
+            "comparison | difference [95%]",
             [[k, paired_cell(v)] for k, v in d.get("paired", {}).items()],
         )
         page.para("The recall–cost frontier against the fixed strategies' best mix (hull):")
         page.table(
-            ["budget", "recall", "FCR", "mean ms", "graph usage", "hull recall", "vs hull [95%]"],
+            "budget | recall | FCR | mean ms | graph usage | hull recall | vs hull [95%]",
             [
                 [
-                    num(f.get("budget"), 1),
-                    num(f.get("recall")),
-                    num(f.get("fcr")),
-                    ms(f.get("mean_ms")),
-                    num(f.get("graph_usage")),
-                    num(f.get("hull_recall")),
+                    *pick(f, "budget:1 recall:3 fcr:3 mean_ms:1 graph_usage:3 hull_recall:3"),
                     diff_ci(f.get("vs_hull")),
                 ]
                 for f in d.get("frontier", [])
@@ -1033,7 +801,7 @@ def kway(page: Page) -> None:
             if isinstance(v, dict) and "recall" in v
         ]
         page.para("Ablation at the default budget:")
-        page.table(["variant", "recall", "FCR", "mean ms"], rows)
+        page.table("variant | recall | FCR | mean ms", rows)
         at_cost = abl.get("frontier_at_two_way_cost", {})
         rows = []
         for k, v in at_cost.items():
@@ -1052,15 +820,10 @@ def kway(page: Page) -> None:
                 "largest budget within it, the smallest above it):"
             )
             page.table(
-                [
-                    "router",
-                    "router ms",
-                    "router recall",
-                    "kway within (budget)",
-                    "vs router [95%]",
-                    "kway above (budget)",
-                    "vs router [95%]",
-                ],
+                (
+                    "router | router ms | router recall | kway within (budget) | vs router [95%]"
+                    " | kway above (budget) | vs router [95%]"
+                ),
                 rows,
             )
         moon = abl.get("moonshot")
@@ -1086,7 +849,7 @@ def kway(page: Page) -> None:
             )
             kway_routers(page, d.get("routers", {}), KWAY_DEFAULT_ROWS)
             page.table(
-                ["comparison", "recall difference [95%]"],
+                "comparison | recall difference [95%]",
                 [
                     [k, paired_cell(v)]
                     for k, v in d.get("paired", {}).items()
@@ -1105,23 +868,12 @@ def adr(page: Page) -> None:
             f"{d.get('dataset')}, {d.get('n_queries')} queries, out of fold; γ "
             f"{get(d, 'adr', 'gamma')}."
         )
-        rows = [
-            [
-                k,
-                num(v.get("recall")),
-                num(v.get("fcr")),
-                num(v.get("mean_tokens"), 0),
-                ms(v.get("mean_ms")),
-                num(v.get("mean_passages"), 2),
-            ]
-            for k, v in d.get("plane", {}).items()
-        ]
-        page.table(
-            ["retriever", "R@5", "FCR@5", "context tokens", "mean ms", "mean passages"], rows
-        )
+        spec = "recall:3 fcr:3 mean_tokens:0 mean_ms:1 mean_passages:2"
+        rows = [[k, *pick(v, spec)] for k, v in d.get("plane", {}).items()]
+        page.table("retriever | R@5 | FCR@5 | context tokens | mean ms | mean passages", rows)
         t = d.get("targets", {})
         page.table(
-            ["tokens cut vs always-complex", "ms cut", "FCR@5 gain", "targets met"],
+            "tokens cut vs always-complex | ms cut | FCR@5 gain | targets met",
             [
                 [
                     pct(t.get("tokens_cut")),
@@ -1157,21 +909,11 @@ def load(page: Page) -> None:
             ]
             rows.append(row)
         page.table(
-            [
-                "service",
-                "requests",
-                "/route p50",
-                "p95",
-                "errors",
-                "/retrieve p50",
-                "p95",
-                "errors",
-                "/route_batch p50",
-                "p95",
-                "errors",
-                "tracebacks",
-                "log lines beyond access / 1,000",
-            ],
+            (
+                "service | requests | /route p50 | p95 | errors | /retrieve p50 | p95 | errors"
+                " | /route_batch p50 | p95 | errors | tracebacks"
+                " | log lines beyond access / 1,000"
+            ),
             rows,
         )
         page.para(
@@ -1186,19 +928,9 @@ def load(page: Page) -> None:
     ):
 
         def phases(d: dict[str, Any]) -> None:
-            rows = [
-                [
-                    name,
-                    num(p.get("requests")),
-                    num(p.get("errors")),
-                    num(p.get("throughput_rps"), 1),
-                    ms(p.get("p50_ms")),
-                    ms(p.get("p95_ms")),
-                    ms(p.get("p99_ms")),
-                ]
-                for name, p in d.get("phases", {}).items()
-            ]
-            page.table(["phase", "requests", "errors", "req/s", "p50 ms", "p95 ms", "p99 ms"], rows)
+            spec = "requests:0 errors:0 throughput_rps:1 p50_ms:1 p95_ms:1 p99_ms:1"
+            rows = [[name, *pick(p, spec)] for name, p in d.get("phases", {}).items()]
+            page.table("phase | requests | errors | req/s | p50 ms | p95 ms | p99 ms", rows)
 
         page.section(3, title, rel, phases)
     rel = "benchmarks/results/hardening.json"
@@ -1215,7 +947,7 @@ def load(page: Page) -> None:
             ]
             for k, v in d.get("targets", {}).items()
         ]
-        page.table(["check", "value", "target", "met"], rows)
+        page.table("check | value | target | met", rows)
 
     page.section(3, "Fuzzing, a database outage, /answer overload", rel, hardening)
 
@@ -1292,9 +1024,7 @@ def index_shards(page: Page) -> None:
                     num(get(d, "equal_to_baseline", n, "all_equal")),
                 ]
             )
-    page.table(
-        ["file", "dataset", "shards", "1 shard s", "N shards s", "speed-up", "same index"], rows
-    )
+    page.table("file | dataset | shards | 1 shard s | N shards s | speed-up | same index", rows)
 
 
 # ------------------------------------------------------------------------------ render
