@@ -98,6 +98,11 @@ def pick(d: Any, spec: str) -> list[str]:
     return cells
 
 
+def pairs(d: dict[str, Any] | None) -> str:
+    """A small dict as `key value, key value` (floats to 3 decimals)."""
+    return ", ".join(f"{k} {num(v)}" for k, v in (d or {}).items()) or "—"
+
+
 def get(d: Any, *path: Any, default: Any = None) -> Any:
     for p in path:
         if not isinstance(d, dict) or p not in d:
@@ -392,7 +397,7 @@ def routing_eval(page: Page) -> None:
     def body(d: dict[str, Any]) -> None:
         page.para(
             f"{d.get('dataset')}, split `{d.get('split')}`, {d.get('n_queries')} queries, "
-            f"labels `{d.get('rule')}`; champions {d.get('champion_versions')}."
+            f"labels `{d.get('rule')}`; champion versions {pairs(d.get('champion_versions'))}."
         )
         two_way_routers(page, d.get("routers", {}))
 
@@ -463,8 +468,9 @@ def corpora(page: Page) -> None:
         page.missing(rel)
         return
     page.para(
-        f"The k-way router trained on {d.get('trained_on')} routing {d.get('n_queries')} "
-        f"musique_dev queries (protocol `{d.get('protocol')}`, budget {d.get('budget')})."
+        f"The k-way router trained on {pairs(d.get('trained_on'))} queries, routing "
+        f"{d.get('n_queries')} musique_dev queries (protocol `{d.get('protocol')}`, "
+        f"budget {d.get('budget')})."
     )
     kway_routers(page, d.get("routers", {}), KWAY_DEFAULT_ROWS)
     paired = d.get("paired", {})
@@ -829,7 +835,7 @@ def kway(page: Page) -> None:
         moon = abl.get("moonshot")
         if isinstance(moon, dict):
             page.para(
-                f"Moonshot (`ablation.moonshot`, target {moon.get('target')}): kway over "
+                f"Moonshot (`ablation.moonshot`, target {pairs(moon.get('target'))}): kway over "
                 f"every strategy {num(get(moon, 'kway_every_strategy', 'recall'))}, the "
                 f"fixed strategies' best mix {num(moon.get('hull_recall'))}, a per-query "
                 f"oracle within the same means {num(moon.get('budgeted_oracle_recall'))}."
