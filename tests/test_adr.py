@@ -23,8 +23,8 @@ from r2adapter.adr.labels import AdrLabel, OperatorOutcome, outcome, read_adr_la
 from r2adapter.adr.operators import OPERATORS, check_operator
 from r2adapter.adr.router import decide, fallback_share, fit_head
 from r2adapter.config import adr_params
+from r2adapter.data.schema import Extraction
 from r2adapter.errors import R2AError
-from r2adapter.index.openie import Extraction
 
 pytestmark = pytest.mark.unit
 

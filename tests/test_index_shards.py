@@ -109,9 +109,9 @@ def _rows_after(version: int) -> dict[str, int]:
 def _forget_caches(dataset: str, openie: str, rows: dict[str, Any]) -> None:
     """Cold caches for this corpus: its extractions and its entity and fact embeddings."""
     from r2adapter.data.adapters import load_dataset
+    from r2adapter.data.schema import fact_text
     from r2adapter.index.build import make_openie
     from r2adapter.index.encoder import MINILM
-    from r2adapter.index.graph import fact_text
     from r2adapter.store.db import connection
 
     ds = load_dataset(dataset)

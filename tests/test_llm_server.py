@@ -50,8 +50,7 @@ if default_model_path() is None:
     )
 
 from r2adapter.adapter import llm_answerer  # noqa: E402
-from r2adapter.data.schema import Passage  # noqa: E402
-from r2adapter.index.openie import Extraction  # noqa: E402
+from r2adapter.data.schema import Extraction, Passage  # noqa: E402
 from r2adapter.index.openie_llm import (  # noqa: E402
     LLMOpenIE,
     parse_entities,

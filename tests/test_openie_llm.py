@@ -8,10 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from r2adapter.data.schema import Passage
+from r2adapter.data.schema import Extraction, Passage
 from r2adapter.errors import R2AError
 from r2adapter.index import openie
-from r2adapter.index.openie import Extraction
 from r2adapter.index.openie_llm import LLMOpenIE, parse_entities, parse_triples
 from r2adapter.llm import LLMError, OpenAICompatibleLLM
 from tests.test_llm_client import LLM_ENV, ChatServer, Reply, Request

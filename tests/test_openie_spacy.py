@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from r2adapter.data.schema import Passage
-from r2adapter.index.openie import Extraction, get_openie, normalize_phrase
+from r2adapter.data.schema import Extraction, Passage
+from r2adapter.index.openie import get_openie, normalize_phrase
 from r2adapter.index.openie_spacy import (
     MAX_TRIPLES,
     SpacyOpenIE,

@@ -8,8 +8,9 @@ import pytest
 
 from r2adapter.config import GraphParams
 from r2adapter.data.metrics import average_rank, full_chain, recall_at_k
+from r2adapter.data.schema import Extraction
 from r2adapter.index.graph import build_parts, synonym_edges
-from r2adapter.index.openie import Extraction, clean_triples, normalize_phrase
+from r2adapter.index.openie import clean_triples, normalize_phrase
 from r2adapter.retrieve.ppr import Transition, personalized_pagerank
 
 pytestmark = pytest.mark.unit  # no Postgres, no server

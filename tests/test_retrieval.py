@@ -10,10 +10,10 @@ import psycopg
 import pytest
 
 from r2adapter.data.adapters import load_dataset
+from r2adapter.data.schema import Extraction
 from r2adapter.errors import DataError, R2AError
 from r2adapter.index.build import build_index
 from r2adapter.index.graph import build_parts
-from r2adapter.index.openie import Extraction
 from r2adapter.index.openie_precomputed import PrecomputedOpenIE, find_openie_file
 from r2adapter.retrieve.dense import DenseRetriever, check_encoder
 from r2adapter.retrieve.graph import GraphRetriever

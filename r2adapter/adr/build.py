@@ -14,7 +14,7 @@ import psycopg
 from r2adapter.adr import store
 from r2adapter.adr.hypergraph import DualHypergraph, build_dual_hypergraph
 from r2adapter.config import AdrParams
-from r2adapter.index.openie import Extraction
+from r2adapter.data.schema import Extraction
 
 Log = Callable[[str], None]
 EmbedCached = Callable[[str, list[str]], np.ndarray]

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from r2adapter.config import AdrParams
-from r2adapter.index.openie import Extraction, normalize_phrase
+from r2adapter.data.schema import Extraction
+from r2adapter.index.openie import normalize_phrase
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9])|\n+")
 

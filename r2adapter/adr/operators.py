@@ -31,8 +31,8 @@ import numpy as np
 from r2adapter.adr import store
 from r2adapter.adr.hypergraph import narrative_members
 from r2adapter.config import AdrParams, adr_params
+from r2adapter.data.schema import fact_text
 from r2adapter.errors import R2AError
-from r2adapter.index.graph import fact_text
 from r2adapter.index.openie import normalize_phrase
 from r2adapter.store.db import connection
 

@@ -54,3 +54,31 @@ class Dataset:
     @property
     def n_complete(self) -> int:
         return sum(q.gold_complete for q in self.queries)
+
+
+# What OpenIE (r2adapter/index/openie.py) makes of a passage, and the graph the index build
+# makes of them (r2adapter/index/graph.py): data, so the store below the index writes them.
+Triple = tuple[str, str, str]
+
+
+@dataclass(frozen=True)
+class Extraction:
+    entities: list[str] = field(default_factory=list)
+    triples: list[Triple] = field(default_factory=list)
+
+
+@dataclass
+class GraphParts:
+    entities: list[str]  # normalised phrases; the node id is the list index
+    facts: list[tuple[int, str, int]]  # (subject id, relation, object id), unique
+    fact_weight: list[int]  # occurrences of each fact over all passages
+    fact_passages: list[tuple[int, str]]  # (fact id, passage id)
+    passage_entities: list[tuple[str, int]]  # (passage id, entity id)
+
+    def fact_texts(self) -> list[str]:
+        return [fact_text(self.entities[s], r, self.entities[o]) for s, r, o in self.facts]
+
+
+def fact_text(subject: str, relation: str, obj: str) -> str:
+    """The text a fact is embedded as, for query–fact matching."""
+    return f"{subject} {relation.strip().lower()} {obj}"

@@ -16,10 +16,10 @@ from tqdm import tqdm
 
 from r2adapter.config import adr_params, graph_params
 from r2adapter.data.adapters import load_dataset
-from r2adapter.data.schema import Dataset
+from r2adapter.data.schema import Dataset, Extraction
 from r2adapter.index.encoder import Encoder, get_encoder
 from r2adapter.index.graph import build_parts, synonym_edges
-from r2adapter.index.openie import Extraction, OpenIE, get_openie
+from r2adapter.index.openie import OpenIE, get_openie
 from r2adapter.index.synonyms_hnsw import synonym_edges_hnsw, synonym_search
 from r2adapter.store import graph_store as gs
 from r2adapter.store.db import connection

@@ -9,28 +9,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
-from r2adapter.index.openie import Extraction, normalize_phrase
-
-
-@dataclass
-class GraphParts:
-    entities: list[str]  # normalised phrases; the node id is the list index
-    facts: list[tuple[int, str, int]]  # (subject id, relation, object id), unique
-    fact_weight: list[int]  # occurrences of each fact over all passages
-    fact_passages: list[tuple[int, str]]  # (fact id, passage id)
-    passage_entities: list[tuple[str, int]]  # (passage id, entity id)
-
-    def fact_texts(self) -> list[str]:
-        return [fact_text(self.entities[s], r, self.entities[o]) for s, r, o in self.facts]
-
-
-def fact_text(subject: str, relation: str, obj: str) -> str:
-    """The text a fact is embedded as, for query–fact matching."""
-    return f"{subject} {relation.strip().lower()} {obj}"
+from r2adapter.data.schema import Extraction, GraphParts
+from r2adapter.index.openie import normalize_phrase
 
 
 def build_parts(passage_ids: Sequence[str], extractions: Sequence[Extraction]) -> GraphParts:

@@ -10,18 +10,9 @@ import importlib
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
-from r2adapter.data.schema import Passage
+from r2adapter.data.schema import Extraction, Passage, Triple
 from r2adapter.errors import R2AError
-
-Triple = tuple[str, str, str]
-
-
-@dataclass(frozen=True)
-class Extraction:
-    entities: list[str] = field(default_factory=list)
-    triples: list[Triple] = field(default_factory=list)
 
 
 class OpenIE(ABC):

@@ -16,9 +16,9 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from tqdm import tqdm
 
-from r2adapter.data.schema import Passage
+from r2adapter.data.schema import Extraction, Passage
 from r2adapter.errors import R2AError
-from r2adapter.index.openie import Extraction, OpenIE, clean_triples, normalize_phrase
+from r2adapter.index.openie import OpenIE, clean_triples, normalize_phrase
 from r2adapter.llm import LLM, extract_json_object, get_llm
 from r2adapter.llm.prompts import load_prompts
 

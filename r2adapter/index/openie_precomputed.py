@@ -10,9 +10,9 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from r2adapter.data.schema import Passage, passage_id
+from r2adapter.data.schema import Extraction, Passage, passage_id
 from r2adapter.errors import DataError
-from r2adapter.index.openie import Extraction, OpenIE, clean_triples
+from r2adapter.index.openie import OpenIE, clean_triples
 
 
 def find_openie_file(dataset_dir: Path) -> Path:

@@ -44,8 +44,8 @@ from typing import Any
 
 import yaml
 
-from r2adapter.data.schema import Passage
-from r2adapter.index.openie import Extraction, OpenIE, Triple, normalize_phrase
+from r2adapter.data.schema import Extraction, Passage, Triple
+from r2adapter.index.openie import OpenIE, normalize_phrase
 
 # The word lists live in a data file beside this module (openie_spacy_words.yaml): each is a
 # set of lower-case words or spaCy labels; what each is for is written there.

@@ -27,12 +27,12 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 
 from r2adapter.data.adapters import load_dataset
-from r2adapter.data.schema import Passage
+from r2adapter.data.schema import Extraction, Passage
 from r2adapter.errors import R2AError
 from r2adapter.index.build import IndexReport, Log, build_index, make_openie
 from r2adapter.index.encoder import Encoder, get_encoder
 from r2adapter.index.graph import build_parts
-from r2adapter.index.openie import Extraction, OpenIE
+from r2adapter.index.openie import OpenIE
 from r2adapter.store import graph_store as gs
 from r2adapter.store.load import load as load_into_db
 

@@ -13,7 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from r2adapter.config import GraphParams, graph_params
-from r2adapter.index.graph import fact_text
+from r2adapter.data.schema import fact_text
 from r2adapter.retrieve.graph_memory import check_graph_memory
 from r2adapter.retrieve.ppr import Transition
 from r2adapter.store import graph_store as gs

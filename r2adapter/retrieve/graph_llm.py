@@ -40,11 +40,11 @@ MAX_TOKENS_PER_ITEM = 8  # a tier or a number, with its JSON punctuation
 
 
 def fact_texts(g: GraphIndex) -> list[str]:
-    """Each fact's text ("subject relation object", index/graph.py:fact_text), read once
+    """Each fact's text ("subject relation object", data/schema.py:fact_text), read once
     per index version."""
 
     def load() -> list[str]:
-        from r2adapter.index.graph import fact_text
+        from r2adapter.data.schema import fact_text
         from r2adapter.store.graph_store import read_graph_rows
 
         rows = read_graph_rows(g.version.id)

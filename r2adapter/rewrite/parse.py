@@ -129,7 +129,7 @@ _TRIPLET_LINE = re.compile(r"\[(?P<body>.+)\]")
 def triplet_queries(query: str) -> list[str]:
     """The fact queries of a rewritten query q′ = q + one `[head, relation, tail]` line per
     triplet (this module's format): "head relation" (the start of a fact's text,
-    r2adapter/index/graph.py:fact_text) for each triplet whose head is named, not a
+    r2adapter/data/schema.py:fact_text) for each triplet whose head is named, not a
     `<placeholder>` or `?`. A query without triplet lines gives none."""
     out: list[str] = []
     for line in query.splitlines()[1:]:

@@ -13,10 +13,8 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from r2adapter.config import graph_params
-from r2adapter.data.schema import Passage
+from r2adapter.data.schema import Extraction, GraphParts, Passage
 from r2adapter.errors import R2AError
-from r2adapter.index.graph import GraphParts
-from r2adapter.index.openie import Extraction
 from r2adapter.store.db import connection
 
 
