@@ -350,6 +350,20 @@ def training(page: Page) -> None:
             ]
         ],
     )
+    known = {"minilm", "embedding", "kway"}
+    others = [
+        f
+        for f in sorted((page.root / "reports" / "train").glob("*.json"))
+        if f.stem not in known and not f.stem.endswith("_threshold")
+    ]
+    for f in others:
+        d = json.loads(f.read_text(encoding="utf-8"))
+        page.source(f"reports/train/{f.name}")
+        scalars = {k: v for k, v in d.items() if isinstance(v, int | float) and k != "version"}
+        page.table(
+            "router | version | figures",
+            [[d.get("router", f.stem), d.get("version"), pairs(scalars)]],
+        )
 
 
 def promotion(page: Page) -> None:
