@@ -14,7 +14,7 @@ from r2adapter.store.load import LoadResult
 from r2adapter.store.load import load as _load
 
 if TYPE_CHECKING:
-    from r2adapter.index.build import IndexReport
+    from r2adapter.index.build import IndexExtension, IndexReport
     from r2adapter.label.step import LabelResult
     from r2adapter.registry.promote import PromoteResult
     from r2adapter.registry.register import TrainReport
@@ -41,9 +41,23 @@ def index(
     from r2adapter.index.build import build_index
     from r2adapter.index.shards import build_sharded, check_shards
 
+    extensions = index_extensions(adr)
     if check_shards(shards) > 1:
-        return build_sharded(dataset, openie, shards, adr=adr)
-    return build_index(dataset, openie, adr=adr)
+        return build_sharded(dataset, openie, shards, extensions=extensions)
+    return build_index(dataset, openie, extensions=extensions)
+
+
+def index_extensions(adr: bool | None = None) -> list[IndexExtension]:
+    """What the index build writes with a version beside the graph: ADR's dual hypergraph
+    (r2adapter/adr/build.py) when `adr` (None: params.yaml adr.enabled)."""
+    from r2adapter.config import adr_params
+
+    p = adr_params()
+    if not (p.enabled if adr is None else adr):
+        return []
+    from r2adapter.adr.build import HypergraphIndexing
+
+    return [HypergraphIndexing(p)]
 
 
 def retrieve(dataset: str, question: str, mode: str = "dense", k: int = 5) -> list[Hit]:

@@ -126,8 +126,9 @@ def _data_dir() -> Path:
 def sample_dataset(pg_env: dict[str, str]) -> str:
     """The shipped sample, indexed once per test run (precomputed OpenIE): its name."""
     from r2adapter.index.build import build_index
+    from r2adapter.steps import index_extensions
 
-    build_index("sample", "precomputed", log=lambda _: None)
+    build_index("sample", "precomputed", log=lambda _: None, extensions=index_extensions())
     return "sample"
 
 

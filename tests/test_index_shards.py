@@ -146,13 +146,13 @@ def test_merged_index_equals_the_single_process_one(pg_env: dict[str, str], tmp_
 
     one = make_mini_musique(tmp_path / "shardone", n=12)
     two = make_mini_musique(tmp_path / "shardtwo", n=12)  # the same passages, another name
-    single = build_index(one, OPENIE, log=lambda _: None, adr=False)
+    single = build_index(one, OPENIE, log=lambda _: None)
     want = _rows(single.version)
     assert want["entities"] and want["facts"] and want["synonyms"]
 
     _forget_caches(two, OPENIE, want)  # the shards start cold, as the single build may not
     log: list[str] = []
-    sharded = build_sharded(two, OPENIE, 2, log=log.append, adr=False)
+    sharded = build_sharded(two, OPENIE, 2, log=log.append)
     shards = _shard_lines(log)
     assert sorted(s[0] for s in shards) == [0, 1]
     n = single.counts["passages"]
@@ -173,7 +173,7 @@ def test_merged_index_equals_the_single_process_one(pg_env: dict[str, str], tmp_
 
     # nothing new: the shards add nothing and no version is written
     log.clear()
-    again = build_sharded(two, OPENIE, 2, log=log.append, adr=False)
+    again = build_sharded(two, OPENIE, 2, log=log.append)
     assert not again.created and again.version == sharded.version
     assert [s[2:] for s in _shard_lines(log)] == [(0, 0, 0, 0)] * 2
 
@@ -189,7 +189,7 @@ def test_failed_shard_stops_before_the_merge_and_a_rerun_adds_only_the_new(
 
     folder = tmp_path / "shardgrow"
     make_mini_musique(folder, n=8)
-    first = build_sharded(str(folder), OPENIE, 2, log=lambda _: None, adr=False)
+    first = build_sharded(str(folder), OPENIE, 2, log=lambda _: None)
     assert first.created
     before = {p.id for p in load_dataset(str(folder)).passages}
     shutil.rmtree(folder)
@@ -199,7 +199,7 @@ def test_failed_shard_stops_before_the_merge_and_a_rerun_adds_only_the_new(
     assert new_in_1 and len(new) > new_in_1
 
     with pytest.raises(R2AError) as e:
-        build_sharded(str(folder), OPENIE, 2, log=lambda _: None, adr=False, warm=fail_second_shard)
+        build_sharded(str(folder), OPENIE, 2, log=lambda _: None, warm=fail_second_shard)
     msg = str(e.value)
     assert "\n" not in msg
     assert msg.startswith("index shard 1 of 2 failed (RuntimeError: disk full on the worker)")
@@ -214,7 +214,7 @@ def test_failed_shard_stops_before_the_merge_and_a_rerun_adds_only_the_new(
     assert len(served.edges.src) == c["facts"] + c["passage_entity_edges"] + c["synonym_edges"]
 
     log: list[str] = []
-    grown = build_sharded(str(folder), OPENIE, 2, log=log.append, adr=False)
+    grown = build_sharded(str(folder), OPENIE, 2, log=log.append)
     assert grown.created and grown.version > first.version
     assert grown.counts["passages"] == first.counts["passages"] + len(new)
     # only the new passages are embedded and extracted, and shard 0's were already cached

@@ -24,8 +24,9 @@ QUESTIONS = (
 @pytest.fixture(scope="module")
 def sample_index(pg_env: dict[str, str]) -> str:
     from r2adapter.index.build import build_index
+    from r2adapter.steps import index_extensions
 
-    build_index("sample", "precomputed", log=lambda _: None)
+    build_index("sample", "precomputed", log=lambda _: None, extensions=index_extensions())
     return "sample"
 
 

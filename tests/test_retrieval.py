@@ -17,6 +17,7 @@ from r2adapter.index.graph import build_parts
 from r2adapter.index.openie_precomputed import PrecomputedOpenIE, find_openie_file
 from r2adapter.retrieve.dense import DenseRetriever, check_encoder
 from r2adapter.retrieve.graph import GraphRetriever
+from r2adapter.steps import index_extensions
 from r2adapter.store import graph_store as gs
 from r2adapter.store.db import connection
 from r2adapter.store.load import load
@@ -27,14 +28,14 @@ pytestmark = pytest.mark.integration  # the embedded Postgres
 
 @pytest.fixture(scope="module")
 def sample_index(pg_env: dict[str, str]) -> gs.IndexVersion:
-    build_index("sample", "precomputed", log=lambda _: None)
+    build_index("sample", "precomputed", log=lambda _: None, extensions=index_extensions())
     return gs.require_version("sample")
 
 
 def test_index_counts_and_idempotence(sample_index: gs.IndexVersion) -> None:
     c = sample_index.counts
     assert c["passages"] == 3 and c["facts"] > 20 and c["entities"] > 15
-    again = build_index("sample", "precomputed", log=lambda _: None)
+    again = build_index("sample", "precomputed", log=lambda _: None, extensions=index_extensions())
     assert not again.created and again.version == sample_index.id
     with connection() as conn:
         n = conn.execute(

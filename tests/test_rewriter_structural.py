@@ -195,9 +195,10 @@ def test_triplet_seeds_join_the_querys_seeds() -> None:
 @pytest.mark.integration
 def test_evaluate_retrieval_with_the_structural_rewrite(pg_env: dict[str, str]) -> None:
     from r2adapter.index.build import build_index
+    from r2adapter.steps import index_extensions
     from tests.conftest import run_cli
 
-    build_index("sample", "precomputed", log=lambda _: None)
+    build_index("sample", "precomputed", log=lambda _: None, extensions=index_extensions())
     r = run_cli(
         ["evaluate", "retrieval", "--dataset", "sample", "--rewrite", "structural", "--json"],
         pg_env,

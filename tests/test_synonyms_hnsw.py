@@ -101,11 +101,11 @@ def test_build_with_hnsw_synonyms_is_a_new_version_with_the_same_edges(
 
     ds = make_mini_musique(tmp_path / "synhnsw", n=12)
     quiet = lambda _: None  # noqa: E731
-    exact = build.build_index(ds, "precomputed", log=quiet, adr=False)
+    exact = build.build_index(ds, "precomputed", log=quiet)
     assert exact.created  # auto: the exact pass at this size
     log: list[str] = []
     monkeypatch.setattr(build, "graph_params", lambda: GraphParams(synonym_search="hnsw"))
-    hnsw = build.build_index(ds, "precomputed", log=log.append, adr=False)
+    hnsw = build.build_index(ds, "precomputed", log=log.append)
     # the method is part of the signature: a new version, built through HNSW
     assert hnsw.created and hnsw.version > exact.version
     assert [line for line in log if "through HNSW" in line]
@@ -115,8 +115,8 @@ def test_build_with_hnsw_synonyms_is_a_new_version_with_the_same_edges(
     assert {k: v for k, v in hnsw.counts.items()} == exact.counts
     # auto above the size threshold is the same build: nothing new
     monkeypatch.setattr(build, "graph_params", lambda: GraphParams(synonym_hnsw_above=10))
-    assert not build.build_index(ds, "precomputed", log=quiet, adr=False).created
+    assert not build.build_index(ds, "precomputed", log=quiet).created
     # and back to the exact pass: a version again (its signature is the one before)
     monkeypatch.setattr(build, "graph_params", lambda: GraphParams())
-    back = build.build_index(ds, "precomputed", log=quiet, adr=False)
+    back = build.build_index(ds, "precomputed", log=quiet)
     assert back.created and back.version > hnsw.version

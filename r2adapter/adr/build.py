@@ -15,6 +15,7 @@ from r2adapter.adr import store
 from r2adapter.adr.hypergraph import DualHypergraph, build_dual_hypergraph
 from r2adapter.config import AdrParams
 from r2adapter.data.schema import Extraction
+from r2adapter.index.build import BuildInputs
 
 Log = Callable[[str], None]
 EmbedCached = Callable[[str, list[str]], np.ndarray]
@@ -49,6 +50,9 @@ class PreparedHypergraph:
     graph: DualHypergraph
     entity_emb: np.ndarray
     seconds: float
+
+    def counts(self) -> dict[str, int]:
+        return self.graph.counts()
 
     def writer(self) -> Callable[[psycopg.Connection, int], None]:
         """Writes the rows into the index version's own transaction."""
@@ -133,3 +137,24 @@ def ensure_hypergraph(
         version, prep.signature, prep.graph, prep.entity_emb, {"build": prep.seconds}
     )
     return time.perf_counter() - t
+
+
+@dataclass(frozen=True)
+class HypergraphIndexing:
+    """ADR's dual hypergraph as an extension of the index build (r2adapter/index/build.py
+    `IndexExtension`): r2adapter/steps.py hands it to `build_index` when ADR is on."""
+
+    p: AdrParams
+    name: str = "adr"  # its timings key
+
+    def prepare(self, built: BuildInputs, entity_emb: np.ndarray) -> PreparedHypergraph:
+        return prepare_hypergraph(
+            [(q.id, q.title, q.text) for q in built.passages], built.extractions,
+            built.entities, entity_emb, built.embed, built.signature, self.p, built.log,
+        )  # fmt: skip
+
+    def refresh(self, version: int, built: BuildInputs) -> float | None:
+        return ensure_hypergraph(
+            version, built.signature, built.passages, built.extractions, built.entities,
+            built.embed, self.p, built.log,
+        )  # fmt: skip

@@ -1,22 +1,26 @@
 """`r2a index`: embed passages into pgvector, run OpenIE, build the knowledge graph and
 write it as one index version. Each stage reuses what earlier runs stored (embeddings by
 encoder, OpenIE by passage hash, phrase/fact embeddings by text), so a second run adds only
-what is new, and a run with nothing new writes nothing."""
+what is new, and a run with nothing new writes nothing. What else is built from the same
+inputs and written with the version (ADR's dual hypergraph) comes in as an `IndexExtension`
+that the caller hands over (r2adapter/steps.py `index`): the index knows no floor above it."""
 
 from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
+import psycopg
 from tqdm import tqdm
 
-from r2adapter.config import adr_params, graph_params
+from r2adapter.config import graph_params
 from r2adapter.data.adapters import load_dataset
-from r2adapter.data.schema import Dataset, Extraction
+from r2adapter.data.schema import Dataset, Extraction, Passage
 from r2adapter.index.encoder import Encoder, get_encoder
 from r2adapter.index.graph import build_parts, synonym_edges
 from r2adapter.index.openie import OpenIE, get_openie
@@ -26,6 +30,59 @@ from r2adapter.store.db import connection
 from r2adapter.store.load import load as load_into_db
 
 Log = Callable[[str], None]
+EmbedCached = Callable[[str, list[str]], np.ndarray]  # (kind, texts) → rows, cached by text
+Writer = Callable[[psycopg.Connection, int], None]  # (connection, version): more rows
+
+
+@dataclass(frozen=True)
+class BuildInputs:
+    """What the index build hands an extension: the stored passages, their extractions (in
+    order), the graph's entities (node order), the version's signature, the cached embedder
+    and the log."""
+
+    passages: list[Passage]
+    extractions: list[Extraction]
+    entities: list[str]
+    signature: str
+    embed: EmbedCached
+    log: Log
+
+
+class Prepared(Protocol):
+    """An extension's rows, built before the version is written: its counts join the
+    version's, its writer runs in the version's own transaction."""
+
+    def counts(self) -> dict[str, int]: ...
+
+    def writer(self) -> Writer: ...
+
+
+class IndexExtension(Protocol):
+    """Built with the index from the same inputs and written with its version. `name` is
+    its timings key. `prepare` builds it for a new version (`entity_emb`: the entities'
+    embeddings); `refresh` adds it to the current version when missing or stale, and returns
+    its seconds, or None when nothing was built."""
+
+    @property
+    def name(self) -> str: ...
+
+    def prepare(self, built: BuildInputs, entity_emb: np.ndarray) -> Prepared: ...
+
+    def refresh(self, version: int, built: BuildInputs) -> float | None: ...
+
+
+def _writers(prepared: Sequence[Prepared]) -> Writer | None:
+    writers = [p.writer() for p in prepared]
+    if not writers:
+        return None
+    if len(writers) == 1:
+        return writers[0]
+
+    def write(conn: psycopg.Connection, version: int) -> None:
+        for w in writers:
+            w(conn, version)
+
+    return write
 
 
 @dataclass
@@ -81,12 +138,14 @@ def _embed_cached(enc: Encoder, kind: str, texts: list[str], log: Log) -> np.nda
 
 
 def build_index(
-    dataset: str, openie: str = "spacy", log: Log = print, adr: bool | None = None
+    dataset: str,
+    openie: str = "spacy",
+    log: Log = print,
+    extensions: Sequence[IndexExtension] = (),
 ) -> IndexReport:
-    """`adr`: build ADR's dual hypergraph too (None: params.yaml adr.enabled)."""
+    """`extensions`: built and written with the version too (r2adapter/steps.py
+    `index_extensions`: ADR's dual hypergraph when params.yaml adr.enabled)."""
     params = graph_params()  # params.yaml `graph:`
-    adr_p = adr_params()
-    with_adr = adr_p.enabled if adr is None else adr
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     ds = load_dataset(dataset)
@@ -137,17 +196,16 @@ def build_index(
             [enc.name, key, str(params.synonym_threshold), str(params.synonym_top_k), *how, *ids]
         ).encode()
     ).hexdigest()
+    built = BuildInputs(
+        passages, extractions, parts.entities, signature,
+        lambda kind, texts: _embed_cached(enc, kind, texts, log), log,
+    )  # fmt: skip
     latest = gs.latest_version(name)
     if latest is not None and latest.signature == signature:
-        if with_adr:  # the graph is current; only the hypergraph may be missing
-            from r2adapter.adr.build import ensure_hypergraph
-
-            added = ensure_hypergraph(
-                latest.id, signature, passages, extractions, parts.entities,
-                lambda kind, texts: _embed_cached(enc, kind, texts, log), adr_p, log,
-            )  # fmt: skip
+        for ext in extensions:  # the graph is current; only an extension may be missing
+            added = ext.refresh(latest.id, built)
             if added is not None:
-                timings["adr"] = added
+                timings[ext.name] = added
         return IndexReport(name, latest.id, False, enc.name, key, latest.counts, timings)
 
     t = time.perf_counter()
@@ -176,21 +234,17 @@ def build_index(
         "synonym_edges": len(synonyms),
         "passages_without_facts": sum(not ex.triples for ex in extractions),
     }
-    hyper = None
-    if with_adr:
-        from r2adapter.adr.build import prepare_hypergraph
-
+    prepared = []
+    for ext in extensions:
         t = time.perf_counter()
-        hyper = prepare_hypergraph(
-            [(p.id, p.title, p.text) for p in passages], extractions, parts.entities, ent_emb,
-            lambda kind, texts: _embed_cached(enc, kind, texts, log), signature, adr_p, log,
-        )  # fmt: skip
-        counts.update(hyper.graph.counts())
-        timings["adr"] = time.perf_counter() - t
+        prep = ext.prepare(built, ent_emb)
+        counts.update(prep.counts())
+        timings[ext.name] = time.perf_counter() - t
+        prepared.append(prep)
     t = time.perf_counter()
     version = gs.write_version(
         name, enc.name, enc.dim, key, signature, parts, synonyms, counts, timings,
-        also=hyper.writer() if hyper else None,
+        also=_writers(prepared),
     )  # fmt: skip
     timings["write"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - t0

@@ -29,7 +29,7 @@ from multiprocessing import get_context
 from r2adapter.data.adapters import load_dataset
 from r2adapter.data.schema import Extraction, Passage
 from r2adapter.errors import R2AError
-from r2adapter.index.build import IndexReport, Log, build_index, make_openie
+from r2adapter.index.build import IndexExtension, IndexReport, Log, build_index, make_openie
 from r2adapter.index.encoder import Encoder, get_encoder
 from r2adapter.index.graph import build_parts
 from r2adapter.index.openie import OpenIE
@@ -147,7 +147,7 @@ def build_sharded(
     openie: str = "spacy",
     n_shards: int = 2,
     log: Log = print,
-    adr: bool | None = None,
+    extensions: Sequence[IndexExtension] = (),
     workers: int | None = None,
     warm: Warm = warm_shard,
 ) -> IndexReport:
@@ -193,6 +193,6 @@ def build_sharded(
             f"merged, {serving}; a rerun resumes from the caches"
         )
     warmed = time.perf_counter() - t0
-    r = build_index(dataset, openie, log=log, adr=adr)
+    r = build_index(dataset, openie, log=log, extensions=extensions)
     r.timings = {"shards": warmed, **r.timings, "sharded_total": time.perf_counter() - t0}
     return r
