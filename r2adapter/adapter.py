@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from r2adapter.adr.strategies import register as register_adr_strategies
 from r2adapter.errors import R2AError
 from r2adapter.index.encoder import Encoder
 from r2adapter.llm.reader import answer_prompt
@@ -17,6 +18,7 @@ from r2adapter.retrieve.base import Hit, Retriever, check_query
 from r2adapter.retrieve.strategies import STRATEGIES
 from r2adapter.route.base import Router
 
+register_adr_strategies()  # ADR's retrieval strategies are modes too
 MODES = ("auto", *STRATEGIES)  # auto: the router decides between dense and graph
 
 

@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
+from r2adapter.adr.strategies import register as register_adr_strategies
 from r2adapter.config import pipeline_dataset
 from r2adapter.errors import R2AError
 from r2adapter.index.openie import OPENIE_BACKENDS
@@ -15,6 +16,8 @@ from r2adapter.label.rules import RULES
 from r2adapter.loop import ROUTERS as LOOP_ROUTERS
 from r2adapter.retrieve.strategies import ABLATIONS, STRATEGIES
 from r2adapter.route.kinds import TRAINED_ROUTERS
+
+register_adr_strategies()  # ADR's retrieval modes join --mode's choices
 
 
 def _db(args: argparse.Namespace) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from r2adapter.adr.strategies import register as register_adr_strategies
 from r2adapter.data.adapters import SHIPPED_DATASETS as SHIPPED_DATASETS
 from r2adapter.data.adapters import dataset_name, load_dataset
 from r2adapter.data.validate import Report
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     from r2adapter.registry.promote import PromoteResult
     from r2adapter.registry.register import TrainReport
     from r2adapter.retrieve.base import Hit
+
+register_adr_strategies()  # every step that resolves a retrieval mode finds ADR's
 
 
 def validate(dataset: str) -> Report:

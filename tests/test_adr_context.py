@@ -153,12 +153,8 @@ def test_the_gate_holds_quality_and_every_cost() -> None:
 
 def test_the_adr_strategies_are_modes_but_not_the_evaluation_default() -> None:
     from r2adapter.adapter import MODES
-    from r2adapter.retrieve.strategies import (
-        ADR_STRATEGIES,
-        STRATEGIES,
-        check_strategies,
-        make_retriever,
-    )
+    from r2adapter.adr.strategies import ADR_STRATEGIES
+    from r2adapter.retrieve.strategies import STRATEGIES, check_strategies, make_retriever
     from serving.requests import parse_request
 
     assert set(ADR_STRATEGIES) <= set(STRATEGIES) and set(ADR_STRATEGIES) <= set(MODES)

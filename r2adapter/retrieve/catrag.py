@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from r2adapter.config import CATRAG_PARTS as ABLATIONS  # its components (--ablate)
 from r2adapter.config import GraphParams
 from r2adapter.errors import R2AError
 from r2adapter.index.encoder import Encoder
@@ -57,7 +58,6 @@ from r2adapter.retrieve.catrag_tiers import (
 from r2adapter.retrieve.graph import GraphRetriever, Seeding, run_ppr, seed_graph
 from r2adapter.retrieve.graph_index import GRAPHS, SYNONYM_EDGE, GraphCache, GraphIndex, Operator
 from r2adapter.retrieve.ppr import ColumnEdits
-from r2adapter.retrieve.strategies import ABLATIONS
 
 
 def check_ablations(ablate: Iterable[str]) -> tuple[str, ...]:

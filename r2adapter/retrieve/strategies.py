@@ -1,9 +1,15 @@
 """The retrieval strategies by name: the one table `r2a retrieve --mode`, `r2a evaluate
-retrieval`, the adapter and the service's `/retrieve` `mode` read."""
+retrieval`, the adapter and the service's `/retrieve` `mode` read.
+
+The table holds this floor's strategies; a family above adds its own with
+`register_strategy` (ADR's four: r2adapter/adr/strategies.py, registered by the floors that
+enter the house, r2adapter/steps.py, r2adapter/adapter.py and r2adapter/cli.py), so no name
+here points upward."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from r2adapter.config import CATRAG_PARTS
@@ -13,26 +19,59 @@ if TYPE_CHECKING:
     from r2adapter.index.encoder import Encoder
     from r2adapter.retrieve.base import Retriever
 
-# name → its retriever ("module:Class", imported on use); the order is the report's.
+# (dataset, encoder, **options) → the retriever; each imports its module on use
+Factory = Callable[..., "Retriever"]
+
+
+@dataclass(frozen=True)
+class Strategy:
+    make: Factory
+    options: bool = False  # takes `make_retriever`'s options (else they are dropped)
+    ablate: bool = False  # `ablate` among them (catrag's components)
+    default: bool = True  # in `r2a evaluate retrieval`'s default set
+
+
+def _dense(dataset: str, encoder: Encoder | None) -> Retriever:
+    from r2adapter.retrieve.dense import DenseRetriever
+
+    return DenseRetriever(dataset, encoder)
+
+
+def _graph(dataset: str, encoder: Encoder | None, **options: Any) -> Retriever:
+    from r2adapter.retrieve.graph import GraphRetriever
+
+    return GraphRetriever(dataset, encoder, **options)
+
+
+def _catrag(dataset: str, encoder: Encoder | None, **options: Any) -> Retriever:
+    from r2adapter.retrieve.catrag import CatragRetriever
+
+    return CatragRetriever(dataset, encoder, **options)
+
+
+# name → its strategy; the order is the report's (registered ones follow this floor's).
 # dense: cosine top-k in pgvector; graph: HippoRAG 2 (facts → phrase seeds → PPR);
-# catrag: CatRAG, the graph search on a query-adapted graph; adr_*: one of ADR's three
-# operators over the index's dual hypergraph, adr: the registered ADR classifier chooses
-STRATEGIES: dict[str, str] = {
-    "dense": "r2adapter.retrieve.dense:DenseRetriever",
-    "graph": "r2adapter.retrieve.graph:GraphRetriever",
-    "catrag": "r2adapter.retrieve.catrag:CatragRetriever",
-    "adr_simple": "r2adapter.adr.retriever:AdrSimple",
-    "adr_moderate": "r2adapter.adr.retriever:AdrModerate",
-    "adr_complex": "r2adapter.adr.retriever:AdrComplex",
-    "adr": "r2adapter.adr.retriever:AdrRetriever",
+# catrag: CatRAG, the graph search on a query-adapted graph. ADR registers adr_simple,
+# adr_moderate, adr_complex (one of its three operators over the index's dual hypergraph)
+# and adr (the registered ADR classifier chooses), off the default set: they need the
+# hypergraph (`r2a index --adr`), and their figures are `r2a adr label`'s
+STRATEGIES: dict[str, Strategy] = {
+    "dense": Strategy(_dense),
+    "graph": Strategy(_graph, options=True),
+    "catrag": Strategy(_catrag, options=True, ablate=True),
 }
-# ADR's need the hypergraph (`r2a index --adr`): `r2a evaluate retrieval` runs them only
-# when named (`--mode`); their figures are `r2a adr label`'s and the routing report's
-ADR_STRATEGIES = ("adr_simple", "adr_moderate", "adr_complex", "adr")
 # strategies that walk the graph (they read a rewrite's triplets and report PPR structure)
 GRAPH_STRATEGIES = ("graph", "catrag")
 # catrag's components, each of which `--ablate` (or graph.catrag_ablate) turns off
 ABLATIONS = CATRAG_PARTS
+
+
+def register_strategy(name: str, strategy: Strategy) -> None:
+    """A strategy of a floor above joins the table (again: the same entry, no change)."""
+    known = STRATEGIES.get(name)
+    if known is not None and known != strategy:
+        raise R2AError(f"retrieval strategy {name!r} is already registered")
+    STRATEGIES[name] = strategy
 
 
 def check_strategy(mode: str) -> str:
@@ -42,12 +81,12 @@ def check_strategy(mode: str) -> str:
 
 
 def check_strategies(modes: Iterable[str] | None) -> tuple[str, ...]:
-    """A subset of STRATEGIES in the table's order (None or empty: all but ADR's)."""
+    """A subset of STRATEGIES in the table's order (None or empty: the default ones)."""
     chosen = tuple(dict.fromkeys(modes or ()))
     for m in chosen:
         check_strategy(m)
     if not chosen:
-        return tuple(m for m in STRATEGIES if m not in ADR_STRATEGIES)
+        return tuple(m for m, s in STRATEGIES.items() if s.default)
     return tuple(m for m in STRATEGIES if m in chosen)
 
 
@@ -56,12 +95,9 @@ def make_retriever(
 ) -> Retriever:
     """The retriever of `mode` over an indexed `dataset`; `options` go to graph-walking
     strategies (`seed_triplets`, `params`, `cache`; catrag also `ablate`)."""
-    import importlib
-
-    module, _, name = STRATEGIES[check_strategy(mode)].partition(":")
-    cls = getattr(importlib.import_module(module), name)
-    if mode == "dense" or mode in ADR_STRATEGIES:
-        return cls(dataset, encoder)
-    if mode != "catrag":
+    s = STRATEGIES[check_strategy(mode)]
+    if not s.options:
+        return s.make(dataset, encoder)
+    if not s.ablate:
         options = {k: v for k, v in options.items() if k != "ablate"}
-    return cls(dataset, encoder, **options)
+    return s.make(dataset, encoder, **options)
