@@ -203,14 +203,15 @@ def evaluate_set(
     from r2adapter.evaluate.routing_report import routing_report
     from r2adapter.index.encoder import get_encoder
     from r2adapter.label.annotate import db_labels
+    from r2adapter.steps import champion_router
 
-    report = routing_report(dataset, split, rule)
+    report = routing_report(dataset, champion_router, split, rule)
     results: dict[str, Any] = dict(report["routers"])  # type: ignore[call-overload]
     versions: dict[str, Any] = dict(report["champion_versions"])  # type: ignore[call-overload]
     notes: list[str] = list(report["notes"])  # type: ignore[call-overload]
     taus: dict[str, dict[str, float]] = {}
     if calibrate is not None:
-        cal = routing_report(dataset, split, rule, calibrate)
+        cal = routing_report(dataset, champion_router, split, rule, calibrate)
         taus = cal["calibration"]["taus"]  # type: ignore[index]
         for name in taus:
             results[f"{name}_budget"] = cal["routers"][name]  # type: ignore[index]

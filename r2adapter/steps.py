@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from r2adapter.registry.promote import PromoteResult
     from r2adapter.registry.register import TrainReport
     from r2adapter.retrieve.base import Hit
+    from r2adapter.route.trained import TrainedRouter
 
 register_adr_strategies()  # every step that resolves a retrieval mode finds ADR's
 
@@ -171,4 +172,11 @@ def evaluate_routing(
 ) -> dict[str, object]:
     from r2adapter.evaluate.routing_report import routing_report
 
-    return routing_report(dataset_name(dataset), split, rule, calibrate)
+    return routing_report(dataset_name(dataset), champion_router, split, rule, calibrate)
+
+
+def champion_router(kind: str) -> tuple[TrainedRouter, str]:
+    """The registered champion of a two-way router kind, and its version."""
+    from r2adapter.registry.models import load_router
+
+    return load_router(kind, "champion")

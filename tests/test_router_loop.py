@@ -78,11 +78,12 @@ def test_bench_routing_takes_the_reports_figures(mini: dict[str, str], tmp_path:
     from benchmarks.bench_routing import evaluate_set, latency_block, latency_checks, plot_curves
     from r2adapter.config import label_params
     from r2adapter.evaluate.routing_report import routing_report
+    from r2adapter.steps import champion_router
 
     rule = label_params().rule
     bench = evaluate_set("musmini", "all", rule, llm_queries=0, calibrate=0.25)
-    report = routing_report("musmini", "all", rule)
-    calibrated = routing_report("musmini", "all", rule, 0.25)
+    report = routing_report("musmini", champion_router, "all", rule)
+    calibrated = routing_report("musmini", champion_router, "all", rule, 0.25)
 
     def figures(m: dict) -> dict:  # latency is measured again in each run
         return {k: v for k, v in m.items() if not k.startswith("latency")}

@@ -1,6 +1,11 @@
-"""`r2a evaluate routing`: every router under the same protocol on a labelled split."""
+"""`r2a evaluate routing`: every router under the same protocol on a labelled split. The
+trained routers come from the caller (`champion`: r2adapter/steps.py loads them from the
+registry, a floor above), so the report does not reach up to the registry."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from r2adapter.config import label_params
 from r2adapter.errors import R2AError
@@ -10,16 +15,26 @@ from r2adapter.route.base import Router
 from r2adapter.route.baselines import AlwaysDense, AlwaysGraph, LLMRouter, NERRouter, OracleRouter
 from r2adapter.route.kinds import TRAINED_ROUTERS
 
+if TYPE_CHECKING:
+    from r2adapter.route.trained import TrainedRouter
+
+Champion = Callable[[str], "tuple[TrainedRouter, str]"]  # router kind → its champion and version
+
 
 def routing_report(
-    dataset: str, split: str = "test", rule: str | None = None, calibrate: float | None = None
+    dataset: str,
+    champion: Champion,
+    split: str = "test",
+    rule: str | None = None,
+    calibrate: float | None = None,
 ) -> dict[str, object]:
-    """With `calibrate`, the trained routers' τ is set, without labels, so that this share
-    of the corpus's questions goes to graph (for a corpus they were not trained on)."""
-    from r2adapter.evaluate.retrieval import stored_queries
+    """`champion(kind)` loads each trained router (r2adapter/steps.py: the registry's
+    `champion` alias); an R2AError leaves that router out, with a note. With `calibrate`,
+    the trained routers' τ is set, without labels, so that this share of the corpus's
+    questions goes to graph (for a corpus they were not trained on)."""
     from r2adapter.index.encoder import get_encoder
-    from r2adapter.registry.models import load_router
     from r2adapter.retrieve.graph_index import GRAPHS
+    from r2adapter.store.queries import stored_queries
 
     if calibrate is not None and not 0.0 <= calibrate <= 1.0:
         raise R2AError(f"--calibrate-usage must be in [0, 1], not {calibrate}")
@@ -39,7 +54,7 @@ def routing_report(
         corpus_emb = get_encoder().encode(corpus) if corpus else None
     for kind in TRAINED_ROUTERS:
         try:
-            router, version = load_router(kind, "champion")
+            router, version = champion(kind)
             router.bind(dataset, GRAPHS)
             if calibrate is not None:  # before the router joins: a failure leaves it out
                 tau_star = router.tau
