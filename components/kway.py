@@ -24,8 +24,8 @@ def label_strategies(
     import shutil
 
     from r2adapter.data.adapters import dataset_name
+    from r2adapter.kway.labels import label_strategies as run
     from r2adapter.kway.labels import strategy_label_path
-    from r2adapter.label.step import label_strategies as run
     from r2adapter.store.graph_store import require_version
 
     name = dataset_name(dataset)

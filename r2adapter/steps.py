@@ -93,9 +93,15 @@ def evaluate_retrieval(
 
 def label(dataset: str, rule: str | None = None) -> LabelResult:
     """Annotate the router's training corpus (docs/architecture.md, step 3)."""
+    from r2adapter.adr.labels import label_adr
+    from r2adapter.kway.labels import label_strategies
     from r2adapter.label.step import run_label
 
-    return run_label(dataset_name(dataset), rule)
+    name = dataset_name(dataset)
+    result = run_label(name, rule)  # the two-way labels, then each family's own
+    result.stats["strategies"] = label_strategies(name)  # labels/<dataset>.strategies.jsonl
+    result.stats["adr"] = label_adr(name)  # labels/<dataset>.adr.jsonl
+    return result
 
 
 def train(dataset: str, backbone: str | None = None, **overrides: object) -> TrainReport:

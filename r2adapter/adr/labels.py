@@ -188,6 +188,21 @@ def write_labels(dataset: str) -> dict[str, Any]:
     return {"dataset": name, "path": str(path), "md5": md5, **summary(labels)}
 
 
+def label_adr(dataset: str) -> dict[str, object]:
+    """ADR's three operators on every query (`r2a label`, after the two-way labels:
+    labels/<dataset>.adr.jsonl, what the routing report's `adr` rows read) when params.yaml
+    `adr.enabled` and the index holds the hypergraph; otherwise what was skipped and why."""
+    from r2adapter.adr.store import NoHypergraphError, require_hypergraph
+
+    if not adr_params().enabled:
+        return {"skipped": "adr.enabled is false in params.yaml"}
+    try:
+        require_hypergraph(dataset)
+    except NoHypergraphError as e:
+        return {"skipped": str(e)}
+    return write_labels(dataset)
+
+
 def figures(labels: Sequence[AdrLabel], chosen: Sequence[str], route_ms: np.ndarray,
             share_of: Sequence[str] | None = None) -> dict[str, Any]:  # fmt: skip
     """The routing report's fields for operator `chosen[i]` on query i; `share_of[i]` is

@@ -137,7 +137,7 @@ class AdrFamily:
     passed = "not worse on recall and FCR, not costlier in tokens, ms or passages"
 
     def label(self, dataset: str) -> dict[str, object]:
-        from r2adapter.label.step import label_adr
+        from r2adapter.adr.labels import label_adr
 
         return label_adr(dataset)
 

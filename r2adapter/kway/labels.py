@@ -322,3 +322,15 @@ def summary(labels: Sequence[StrategyLabel], table: Sequence[Strategy]) -> dict[
         for j, s in enumerate(table)
     }
     return {"n_queries": len(labels), "strategies": per}
+
+
+def label_strategies(dataset: str) -> dict[str, object]:
+    """The k-way router's labels (`r2a label`, after the two-way ones): each strategy's
+    passages, recall, full chain, tokens and ms per query, exported atomically; returns the
+    per-strategy summary and the file."""
+    p = kway_params()
+    table = strategy_table(p.strategies)
+    labels = rank_strategies(dataset, p)
+    path = strategy_label_path(dataset)
+    md5 = export_strategy_labels(path, labels, table)
+    return {"path": str(path.relative_to(settings().root)), "md5": md5, **summary(labels, table)}

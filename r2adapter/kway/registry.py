@@ -146,7 +146,7 @@ class KwayFamily:
     passed = "not worse on recall, not costlier in ms or passages"
 
     def label(self, dataset: str) -> dict[str, object]:
-        from r2adapter.label.step import label_strategies
+        from r2adapter.kway.labels import label_strategies
 
         return label_strategies(dataset)
 

@@ -106,51 +106,10 @@ def label_from_rankings(dataset: str, rankings: Rankings, rule: str | None = Non
     return LabelResult(dataset, rule, path, md5, records, stats, comparison)
 
 
-def run_label(dataset: str, rule: str | None = None, strategies: bool = True) -> LabelResult:
-    """`r2a label`: every query ranked in this process (shard 0 of 1), then labelled; with
-    `strategies`, also every strategy of params.yaml `kway:` (labels/<dataset>.strategies.jsonl)
-    and ADR's operators (labels/<dataset>.adr.jsonl)."""
+def run_label(dataset: str, rule: str | None = None) -> LabelResult:
+    """`r2a label`'s two-way half: every query ranked in this process (shard 0 of 1), then
+    labelled. The families' own labels (k-way strategies, ADR's operators) are written by
+    their floors: r2adapter/steps.py `label` runs them after this."""
     if rule is not None and rule not in RULES:  # before the expensive half
         raise R2AError(f"unknown label rule '{rule}': choose one of {', '.join(RULES)}")
-    result = label_from_rankings(dataset, rank_shard(dataset, 0, 1), rule)
-    if strategies:
-        result.stats["strategies"] = label_strategies(dataset)
-        result.stats["adr"] = label_adr(dataset)
-    return result
-
-
-def label_adr(dataset: str) -> dict[str, object]:
-    """ADR's three operators on every query (labels/<dataset>.adr.jsonl, what the routing
-    report's `adr` rows read) when params.yaml `adr.enabled` and the index holds the
-    hypergraph; otherwise what was skipped and why."""
-    from r2adapter.adr.labels import write_labels
-    from r2adapter.adr.store import NoHypergraphError, require_hypergraph
-    from r2adapter.config import adr_params
-
-    if not adr_params().enabled:
-        return {"skipped": "adr.enabled is false in params.yaml"}
-    try:
-        require_hypergraph(dataset)
-    except NoHypergraphError as e:
-        return {"skipped": str(e)}
-    return write_labels(dataset)
-
-
-def label_strategies(dataset: str) -> dict[str, object]:
-    """The k-way router's labels: each strategy's passages, recall, full chain, tokens and
-    ms per query, exported atomically; returns the per-strategy summary and the file."""
-    from r2adapter.config import kway_params
-    from r2adapter.kway.labels import (
-        export_strategy_labels,
-        rank_strategies,
-        strategy_label_path,
-        summary,
-    )
-    from r2adapter.kway.strategies import strategy_table
-
-    p = kway_params()
-    table = strategy_table(p.strategies)
-    labels = rank_strategies(dataset, p)
-    path = strategy_label_path(dataset)
-    md5 = export_strategy_labels(path, labels, table)
-    return {"path": str(path.relative_to(settings().root)), "md5": md5, **summary(labels, table)}
+    return label_from_rankings(dataset, rank_shard(dataset, 0, 1), rule)

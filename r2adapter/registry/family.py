@@ -52,7 +52,7 @@ class TwoWayFamily:
     def label(self, dataset: str) -> LabelResult:
         from r2adapter.label.step import run_label
 
-        return run_label(dataset, strategies=False)
+        return run_label(dataset)
 
     def fit(self, dataset: str, params: Any = None) -> TrainReport:
         from r2adapter.config import router_params
