@@ -17,7 +17,7 @@ def register(model: Input[Model], pipeline_run: str, metrics: Output[Metrics]) -
     import json
     from collections import namedtuple
 
-    from r2adapter.evaluate.metrics import metric_key
+    from r2adapter.data.metrics import metric_key
     from r2adapter.registry.models import GATE_METRICS, alias_version, client
 
     with open(model.path) as f:

@@ -1,4 +1,4 @@
-"""Answer-in-context (evaluate/metrics.py), the CPU stand-in for CatRAG's Joint Success
+"""Answer-in-context (data/metrics.py), the CPU stand-in for CatRAG's Joint Success
 Rate: a gold answer or alias in the top 5's text and the full chain retrieved."""
 
 from __future__ import annotations

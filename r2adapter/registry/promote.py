@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from r2adapter.evaluate.metrics import metric_key
+from r2adapter.data.metrics import metric_key
 from r2adapter.registry.models import candidate_of, client, version_by_alias
 from r2adapter.route.family import RouterFamily
 
