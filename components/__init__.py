@@ -1,6 +1,7 @@
 """Kubeflow components, one per pipeline step: thin wrappers over `r2adapter.steps` (the
 functions the CLI calls), run in the project image. See components/README.md."""
 
+from components.adr import label_adr, promote_adr, train_adr
 from components.deploy import deploy
 from components.evaluate import evaluate
 from components.index import index, index_shard, index_shards
@@ -17,14 +18,17 @@ __all__ = [
     "index",
     "index_shard",
     "index_shards",
+    "label_adr",
     "label_merge",
     "label_strategies",
     "label_shard",
     "label_shards",
     "promote",
+    "promote_adr",
     "promote_kway",
     "register",
     "train",
+    "train_adr",
     "train_kway",
     "validate",
 ]

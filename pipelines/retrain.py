@@ -7,13 +7,15 @@
                                   │                      model              │  per router
                                evaluate (after every promote)               │
     deploy ◀── If promoted ◀── promote-kway ◀── train-kway ◀── label-strategies  (kway)
+    deploy ◀── If promoted ◀── promote-adr ◀── train-adr ◀── label-adr  (adr)
 
 Each router of `r2adapter.loop.ROUTERS` (r2a: the fine-tuned MiniLM, r2a_embed: the head
 over the retrieval embedding) gets its own train → register → promote → deploy branch; KFP
 names the second branch's tasks train-2, register-2, ... (shown as "train r2a_embed").
 The cost-aware k-way router (r2adapter/kway) has its own branch on the strategy labels:
 label-strategies → train-kway (registers `r2a-router-kway` itself; CPU) → promote-kway →
-deploy when its champion moved.
+deploy when its champion moved; ADR's head likewise on the ADR labels: label-adr →
+train-adr (`r2a-router-adr`; CPU) → promote-adr → deploy.
 
 `retrain_pipeline` is what Kubeflow runs (compiled to pipelines/retrain.yaml:
 `python -m pipelines.retrain`). `local_pipeline` is the same graph of the same components
@@ -298,6 +300,22 @@ def _graph(
     deploy_if_promoted(
         "kway", promote_kway, train_kway.outputs["name"], train_kway.outputs["version"]
     )
+
+    # ADR's head (r2adapter/adr): its labels are ADR's three operators on every query over
+    # the hypergraph the index step built (params.yaml adr.enabled), after the strategy
+    # labels so their timings see a quiet store too; the softmax head trains in seconds on
+    # the CPU and registers itself, as the k-way router does
+    adr_labels = c.label_adr(dataset=dataset, index_version=index.outputs["version"])
+    adr_labels.after(strategies).set_caching_options(True)
+    k8s(adr_labels, secrets=DB)
+    train_adr = c.train_adr(dataset=dataset, labels=adr_labels.outputs["labels"])
+    train_adr.set_caching_options(False)  # it registers a model version
+    k8s(train_adr, secrets=DB, config=MLFLOW, retry=True)
+    promote_adr = c.promote_adr(dataset=dataset, version=train_adr.outputs["version"])
+    promote_adr.set_caching_options(False)
+    k8s(promote_adr, secrets=DB, config=MLFLOW, retry=True)
+    promotes.append(promote_adr)
+    deploy_if_promoted("adr", promote_adr, train_adr.outputs["name"], train_adr.outputs["version"])
 
     evaluate = c.evaluate(dataset=dataset).after(*promotes).set_caching_options(False)
     k8s(evaluate, secrets={**DB, **LLM_KEY}, config={**MLFLOW, **LLM}, retry=True)

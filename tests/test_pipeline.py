@@ -35,13 +35,17 @@ TRAIN = set(per_router("train"))
 # the k-way router's branch: KFP numbers its deploy after the two-way routers' ones
 KWAY_DEPLOY = f"deploy-{len(ROUTERS) + 1}"
 KWAY = {"label-strategies", "train-kway", "promote-kway", KWAY_DEPLOY}
+ADR_DEPLOY = f"deploy-{len(ROUTERS) + 2}"  # ADR's branch: after the k-way router's
+ADR = {"label-adr", "train-adr", "promote-adr", ADR_DEPLOY}
 INDEX = {"index-shards", "index-shard", "index"}  # plan, ParallelFor: warm shard i, merge
 TASKS = {"validate", *INDEX, "label-shards", "label-shard", "label-merge", "evaluate", *KWAY}
+TASKS |= ADR
 TASKS |= {t for task in ("train", "register", "promote", "deploy") for t in per_router(task)}
 # the index plan loads the corpus into Postgres (live state): never cached
 CACHED = {"index-shard", "index", "label-shards", "label-shard", "label-merge"}
-CACHED |= {"label-strategies", *TRAIN}
+CACHED |= {"label-strategies", "label-adr", *TRAIN}
 RETRIED = {*INDEX, "evaluate", "train-kway", "promote-kway", KWAY_DEPLOY}
+RETRIED |= {"train-adr", "promote-adr", ADR_DEPLOY}
 RETRIED |= {t for task in ("register", "promote", "deploy") for t in per_router(task)}
 
 
@@ -126,7 +130,7 @@ def test_one_branch_per_router_of_the_loop(compiled: dict[str, Any]) -> None:
         assert t["dependentTasks"] == ["label-merge"]
         assert compiled["tasks"][promote]["taskInfo"]["name"] == f"promote {r.name}"
     evaluated_after = sorted(compiled["tasks"]["evaluate"]["dependentTasks"])
-    assert evaluated_after == sorted([*per_router("promote"), "promote-kway"])
+    assert evaluated_after == sorted([*per_router("promote"), "promote-kway", "promote-adr"])
 
 
 def test_kway_branch(compiled: dict[str, Any]) -> None:
@@ -146,6 +150,23 @@ def test_kway_branch(compiled: dict[str, Any]) -> None:
     assert "pipelinechannel--promote-kway-Output']" in condition and "== true" in condition
 
 
+def test_adr_branch(compiled: dict[str, Any]) -> None:
+    """label-adr (after the strategy labels, on the index's version) → train-adr (no GPU: a
+    softmax head) → promote-adr → deploy only when its champion moved."""
+    tasks = compiled["tasks"]
+    assert sorted(tasks["label-adr"]["dependentTasks"]) == ["index", "label-strategies"]
+    assert tasks["train-adr"]["dependentTasks"] == ["label-adr"]
+    assert tasks["promote-adr"]["dependentTasks"] == ["train-adr"]
+    assert tasks[ADR_DEPLOY]["taskInfo"]["name"] == "deploy adr"
+    parent = compiled["parents"][ADR_DEPLOY]
+    condition = next(
+        t
+        for t in compiled["spec"]["root"]["dag"]["tasks"].values()
+        if t["componentRef"]["name"] == parent
+    )["triggerPolicy"]["condition"]
+    assert "pipelinechannel--promote-adr-Output']" in condition and "== true" in condition
+
+
 def test_settings_from_secret_and_config_map(compiled: dict[str, Any]) -> None:
     def envs(task: str, kind: str) -> set[str]:
         k8s = compiled["k8s"].get(_executor(compiled, task), {})
@@ -156,9 +177,9 @@ def test_settings_from_secret_and_config_map(compiled: dict[str, Any]) -> None:
     for task in ("train", "register", "promote", "deploy"):
         for t in per_router(task):
             assert "MLFLOW_TRACKING_URI" in envs(t, "configMapAsEnv"), t
-    for t in ("train-kway", "promote-kway", KWAY_DEPLOY):
+    for t in ("train-kway", "promote-kway", KWAY_DEPLOY, "train-adr", "promote-adr", ADR_DEPLOY):
         assert "MLFLOW_TRACKING_URI" in envs(t, "configMapAsEnv"), t
-    for t in ("label-strategies", "train-kway", "promote-kway"):
+    for t in ("label-strategies", "train-kway", "promote-kway", *ADR - {ADR_DEPLOY}):
         assert "R2A_DATABASE_URL" in envs(t, "secretAsEnv"), t
     assert "MLFLOW_TRACKING_URI" in envs("evaluate", "configMapAsEnv")
     for task in ("index", "index-shard"):  # OpenIE `llm` runs in the shards (and the merge)
@@ -525,6 +546,13 @@ def test_local_run_artifacts_and_gate(local_run: dict[str, Any]) -> None:
     assert _outputs(root, "promote-kway")["parameterValues"]["Output"] is True
     assert 0.0 <= _metrics(root, "train-kway")["test_recall"] <= 1.0
     outcome = _outputs(root, KWAY_DEPLOY)["parameterValues"]["Output"]
+    assert outcome.startswith("local run, not in a cluster: nothing rolled out")
+    # ADR's branch likewise: its operator labels, model version 1, promoted, deployed
+    assert _outputs(root, "label-adr")["parameterValues"]["Output"] == 60
+    assert _outputs(root, "train-adr")["parameterValues"]["version"] == "1"
+    assert _outputs(root, "promote-adr")["parameterValues"]["Output"] is True
+    assert 0.0 <= _metrics(root, "train-adr")["test_recall"] <= 1.0
+    outcome = _outputs(root, ADR_DEPLOY)["parameterValues"]["Output"]
     assert outcome.startswith("local run, not in a cluster: nothing rolled out")
     evaluated = _metrics(root, "evaluate")
     assert {"retrieval_dense_recall_at_5", "routing_r2a_embed_recall_at_5"} <= set(evaluated)

@@ -211,7 +211,8 @@ def test_mlflow_server_down_fails_clearly_and_promotes_nothing(
     """The same run again with the server stopped: kfp.local's cache serves the steps up to
     the two-way `train` steps (the same inputs); the first step to call MLflow fails, and which
     one that is depends on the cache (`train-kway`'s inputs carry the labelling's measured
-    milliseconds, so it runs again: it is the first here), never on a step before them."""
+    milliseconds, so it runs again: it is the first here; `train-adr`'s likewise), never on a
+    step before them."""
     from mlflow import MlflowClient
 
     from r2adapter.registry import server
@@ -237,7 +238,7 @@ def test_mlflow_server_down_fails_clearly_and_promotes_nothing(
     finally:
         server.up()
     print(f"server down: {e.value}")
-    assert re.fullmatch(r"(train|train-kway|register|promote)(-\d+)?", e.value.task), (
+    assert re.fullmatch(r"(train|train-kway|train-adr|register|promote)(-\d+)?", e.value.task), (
         e.value.task,
         str(e.value),
     )
