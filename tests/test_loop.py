@@ -124,3 +124,51 @@ def test_cli_retrain_offers_the_loop_routers() -> None:
     assert parser.parse_args(["retrain"]).router is None  # every router of the loop
     with pytest.raises(SystemExit):
         parser.parse_args(["retrain", "--router", "nosuch"])
+
+
+def test_the_loop_runs_every_family_and_skips_adr_without_its_labels(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Stand-in steps: every step of STEPS runs in order, each promotion through
+    `steps.promote` with its family's name; ADR's steps say why they are skipped when the
+    label step wrote no ADR labels; `families=False` leaves the k-way and ADR steps out."""
+    from types import SimpleNamespace
+
+    from r2adapter import steps
+    from r2adapter.loop import run_loop
+    from r2adapter.registry.promote import PromoteResult
+
+    promoted: list[str] = []
+
+    def promote(kind: str, dataset: str | None = None) -> PromoteResult:
+        promoted.append(kind)
+        return PromoteResult(kind, True, "1", None, ["first"], {}, None)
+
+    adr_stats: dict[str, object] = {"skipped": "no hypergraph"}
+    stubs = {
+        "validate": lambda d: SimpleNamespace(success=True, checks=[]),
+        "index": lambda d, o: SimpleNamespace(version=1, created=False),
+        "label": lambda d: SimpleNamespace(records=[], rule="r", md5="m", stats={"adr": adr_stats}),
+        "train": lambda d, b: SimpleNamespace(kind=b, version="1", tau=0.0),
+        "train_kway": lambda d: {"version": "1", "fallback": "dense@5"},
+        "train_adr": lambda d: {"version": "1", "gamma": 0.75},
+        "promote": promote,
+        "evaluate_retrieval": lambda d: {"modes": {}},
+        "evaluate_routing": lambda d, s: {"routers": {}},
+    }
+    for name, fn in stubs.items():
+        monkeypatch.setattr(steps, name, fn)
+    said: list[str] = []
+    out = run_loop("toy", "spacy", say=said.append)
+    names = [line.split(":")[0] for line in said]
+    assert list(dict.fromkeys(names)) == list(STEPS)  # each step says one line or more
+    assert "train_adr: skipped: no hypergraph" in said
+    assert "promote_adr: skipped: no hypergraph" in said
+    assert promoted == [r.name for r in ROUTERS] + ["kway"] == list(out.promotions)
+    adr_stats.clear()  # the ADR labels written: ADR trains and promotes too
+    promoted.clear()
+    run_loop("toy", "spacy", say=said.append)
+    assert promoted == [r.name for r in ROUTERS] + ["kway", "adr"]
+    promoted.clear()
+    run_loop("toy", "spacy", say=said.append, families=False)
+    assert promoted == [r.name for r in ROUTERS]
