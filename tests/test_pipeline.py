@@ -457,6 +457,9 @@ def _label_md5(home: Path) -> str:
 
 
 @pytest.mark.integration
+# the module fixture's kfp.local run (every component, ADR's branch too) is charged to the
+# first test that uses it: ~5 min on quiet cores, ~15 min on two loaded ones
+@pytest.mark.timeout(2400)
 def test_local_run_registers_and_promotes(local_run: dict[str, Any]) -> None:
     from mlflow import MlflowClient
 
@@ -489,6 +492,7 @@ def test_local_run_registers_and_promotes(local_run: dict[str, Any]) -> None:
 
 
 @pytest.mark.integration
+@pytest.mark.timeout(2400)
 def test_local_run_artifacts_and_gate(local_run: dict[str, Any]) -> None:
     from r2adapter.config import router_params
 
