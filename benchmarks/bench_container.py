@@ -8,9 +8,10 @@ capabilities dropped, its CPU and memory limits: 4 CPUs capped at the host's, 8 
 when its readiness probe passes. The prod overlay, not dev: dev limits the pod to 1 CPU, and
 the question is what the container costs, not what a smaller CPU budget costs. Outside:
 `r2a serve` on the host with the same environment. Both are up together and load the same
-champion (the developer's MLflow store, bind-mounted read-only at the same path; the
-developer database), and only one is under load at a time: rounds alternate outside, inside,
-outside, inside, so that drift in the machine's load falls on both.
+champion (the developer's MLflow store; the container gets a writable copy of it at the same
+path, see `_writable_copy`; the developer database), and only one is under load at a time:
+rounds alternate outside, inside, outside, inside, so that drift in the machine's load falls
+on both.
 
     .venv/bin/python benchmarks/bench_container.py            # 4 rounds of 20 s
     .venv/bin/python benchmarks/bench_container.py --quick    # 2 rounds of 8 s
@@ -60,8 +61,24 @@ def _docker(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str
     )
 
 
+def _writable_copy(mlruns: Path) -> Path:
+    """A copy of the developer's MLflow store for the container, at the same path inside it
+    (the registry names artifacts by absolute path) and writable by its user: loading a
+    `models:/` URI from a local store writes `registered_model_meta` into the model's own
+    artifact folder, so a read-only mount of the store refuses every load. The original
+    stays the host server's, untouched."""
+    import shutil
+
+    copy = Path(tempfile.mkdtemp(prefix="r2a-bench-mlruns-")) / "mlruns"
+    shutil.copytree(mlruns, copy, ignore=shutil.ignore_patterns("server"))
+    for path in [copy, *copy.rglob("*")]:
+        path.chmod(0o777 if path.is_dir() else 0o666)
+    copy.parent.chmod(0o755)
+    return copy
+
+
 def _container(key: str, tracking_uri: str, mlruns: Path) -> tuple[str, Any, float]:
-    from r2adapter.store import embedded
+    from r2adapter.store.db import database_url
     from tests.containers.conftest import one, pod_container, render
     from tests.containers.podrun import docker_run_args
 
@@ -73,7 +90,7 @@ def _container(key: str, tracking_uri: str, mlruns: Path) -> tuple[str, Any, flo
         c,
         objs,
         secret_values={
-            "R2A_DATABASE_URL": embedded.url(),
+            "R2A_DATABASE_URL": database_url(),
             "R2A_API_KEY": key,
             "POSTGRES_PASSWORD": "unused-here",
             "MLFLOW_BACKEND_STORE_URI": "unused-here",
@@ -83,7 +100,7 @@ def _container(key: str, tracking_uri: str, mlruns: Path) -> tuple[str, Any, flo
             "MLFLOW_TRACKING_URI": tracking_uri,
             "R2A_LLM_BASE_URL": "http://127.0.0.1:9/v1",
         },
-        extra_args=["--mount", f"type=bind,src={mlruns},dst={mlruns},ro"],
+        extra_args=["--mount", f"type=bind,src={_writable_copy(mlruns)},dst={mlruns}"],
     )
     # the prod limit (4 CPUs) on a smaller host: docker refuses more than the host has
     if "--cpus" in run.args:
