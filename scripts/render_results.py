@@ -942,6 +942,26 @@ def load(page: Page) -> None:
         )
 
     page.section(3, "Mixed clients (`benchmarks/bench_mixed.py`)", rel, mixed)
+
+    def container(d: dict[str, Any]) -> None:
+        page.para(str(d.get("what", "")))
+        spec = "requests_ok:0 errors:0 p50_ms:1 p95_ms:1"
+        rows = [
+            [side, *pick(s, spec), ", ".join(ms(v) for v in s.get("rounds_p50_ms", []))]
+            for side, s in d.get("sides", {}).items()
+        ]
+        page.table("side | requests | errors | p50 ms | p95 ms | round p50s", rows)
+        page.para(
+            f"inside / outside at p50: {num(d.get('p50_ratio_inside_over_outside'), 2)}"
+            f" (target ≤ {num(d.get('target_ratio'), 1)}); met: {num(d.get('met'))}."
+        )
+
+    page.section(
+        3,
+        "/route in the serving container against outside it (`benchmarks/bench_container.py`)",
+        "benchmarks/results/container_route.json",
+        container,
+    )
     for title, rel in (
         ("/route at 8 clients (`benchmarks/bench_load.py`)", "benchmarks/results/load_route.json"),
         ("/route before issue 27's batching", "benchmarks/results/load_route_before.json"),
