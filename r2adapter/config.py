@@ -486,7 +486,10 @@ class KwayParams:
     # base retriever's cost from a calibration pass after the labels (calibration_queries
     # queries spread over the file, each retriever timed calibration_repeats times in
     # rotating order, the minimum per query, the median over queries): one figure per
-    # retriever, the same for every query, far less sensitive to the load while labelling
+    # retriever, the same for every query. Measured on 2Wiki, quiet against both cores busy
+    # (benchmarks/bench_label_load.py): measured gave the same router (100% of test choices
+    # alike), calibrated did not (53%: the minimum sheds the load from the Postgres round
+    # trip but not from the graph walk, so the strategies' ratios move)
     cost: str = "measured"
     calibration_queries: int = 60
     calibration_repeats: int = 5
