@@ -60,6 +60,8 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def metric_key(name: str) -> str:
-    """A figure's name as a metric key: MLflow and Kubeflow take no '@' (recall@5 →
-    recall_at_5)."""
-    return name.replace("@", "_at_")
+    """A figure's name as a metric key. MLflow takes only letters, digits, ``_ - . /`` and
+    spaces in a metric's name, Kubeflow no '@': recall@5 → recall_at_5, graph+rw@5 →
+    graph_plus_rw_at_5, any other character → '_'."""
+    key = name.replace("@", "_at_").replace("+", "_plus_")
+    return re.sub(r"[^A-Za-z0-9_\-. /]", "_", key)

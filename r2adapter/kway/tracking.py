@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from r2adapter.config import settings
+from r2adapter.data.metrics import metric_key
 
 LOGGED = ("recall", "fcr", "mean_passages", "mean_tokens", "mean_ms", "graph_usage")
 
@@ -50,7 +51,7 @@ def save_and_log(report: dict[str, Any]) -> dict[str, str]:
             )
             mlflow.log_metrics(
                 {
-                    f"{name}.{k}".replace("@", "_at_"): float(v)
+                    metric_key(f"{name}.{k}"): float(v)
                     for name, r in report["routers"].items()
                     for k, v in r.items()
                     if k in LOGGED
