@@ -16,7 +16,7 @@ from r2adapter.index.encoder import Encoder
 from r2adapter.llm.reader import answer_prompt
 from r2adapter.retrieve.base import Hit, Retriever, check_query
 from r2adapter.retrieve.strategies import STRATEGIES
-from r2adapter.route.base import Router
+from r2adapter.route.family import Champion, Route
 
 register_adr_strategies()  # ADR's retrieval strategies are modes too
 MODES = ("auto", *STRATEGIES)  # auto: the router decides between dense and graph
@@ -63,52 +63,36 @@ class AdapterResult:
         }
 
 
-@dataclass
-class Route:
-    decision: str
-    p_dense: float
-    p_graph: float
-    qvec: np.ndarray | None  # the query embedding, when the router read it
-    rewrite: bool = False  # graph-bound with low confidence (eq. 7): rewrite before retrieval
-    strategy: str | None = None  # the k-way router's choice ("graph@5"), when it routed
-    k: int | None = None  # the passages that strategy delivers
-    scores: dict[str, float] | None = None  # the k-way heads' suitability per strategy
-    fallback: bool = False  # no k-way head was confident: the best single strategy
-
-
 class R2Adapter:
     def __init__(
         self,
-        router: Router,
+        routing: Champion,
         dense: Retriever,
         graph: Retriever,
         encoder: Encoder,
         rewriter: RewriterLike | None = None,
         answerer: Callable[[str, list[Hit]], str] | None = None,
         others: dict[str, Retriever] | None = None,
-        kway: Any = None,
     ) -> None:
-        """τ and ε are the router's (its decision, r2adapter/route/decision.py); `others`:
-        retrievers of further strategies (STRATEGIES, e.g. catrag) a caller may name;
-        `kway`: the cost-aware router over every strategy, which then routes `auto`."""
-        self.router, self.dense, self.graph, self.encoder = router, dense, graph, encoder
+        """`routing`: the champion that routes `auto` (a two-way router: τ and ε are its
+        own, eqs. 4 and 7; or the k-way router over every strategy), through its family's
+        `route` (r2adapter/route/family.py); `others`: retrievers of further strategies
+        (STRATEGIES, e.g. catrag) a caller or a k-way strategy may name."""
+        from r2adapter.kway.fusion import FusionRetriever
+
+        self.routing, self.dense, self.graph, self.encoder = routing, dense, graph, encoder
         self.rewriter, self.answerer = rewriter, answerer
         self.retrievers: dict[str, Retriever] = {"dense": dense, "graph": graph, **(others or {})}
-        self.kway = kway
-        if kway is not None:
-            from r2adapter.kway.fusion import FusionRetriever
-
-            self.retrievers.setdefault("fusion", FusionRetriever(dense, graph))
+        self.retrievers.setdefault("fusion", FusionRetriever(dense, graph))
 
     def route(self, query: str) -> Route:
-        """R²Adapter eqs. 4 and 7; a router that reads the retrieval embedding gets it from
-        the retrieval encoder, and retrieval reuses it."""
-        query = check_query(query)
-        if self.kway is not None:
-            return kway_route(self.kway, query, self.encoder.encode([query]))
-        d = self.router.decide([query], encode=self.encoder.encode)
-        qvec = d.qvecs[0] if d.qvecs is not None else None
-        return Route(d.label(0), float(d.p_dense[0]), float(d.p_graph[0]), qvec, bool(d.rewrite[0]))
+        """The champion's decision for one query; a router that reads the retrieval
+        embedding gets it from the retrieval encoder, and retrieval reuses it."""
+        return self.route_many([check_query(query)])[0]
+
+    def route_many(self, queries: list[str]) -> list[Route]:
+        """One decision for a batch (the service's /route batches come through here)."""
+        return self.routing.route(queries, encode=self.encoder.encode)
 
     def run(
         self,
@@ -124,9 +108,9 @@ class R2Adapter:
         if mode == "auto":
             route = route or self.route(query)
         elif route is None:
-            route = Route(mode, float("nan"), float("nan"), None)
+            route = Route(mode, mode, None, False, side=mode)  # asked for: nothing routed
         t["route"] = (time.perf_counter() - t0) * 1000
-        decision = route.decision if mode == "auto" else mode
+        decision = route.mode if mode == "auto" else mode
         if mode == "auto" and route.k is not None:
             k = route.k  # the k-way router chose how many passages, too
 
@@ -163,24 +147,9 @@ class R2Adapter:
         out = AdapterResult(
             query, mode, decision, p_d, p_g, rewritten, q_prime, hits, t, text, fallback
         )
-        if mode == "auto" and route.strategy is not None:
+        if mode == "auto" and route.k is not None:  # a family that chose the passages too
             out.strategy, out.k = route.strategy, route.k
         return out
-
-
-def kway_route(kway: Any, query: str, qvecs: np.ndarray) -> Route:
-    """The k-way decision as a Route: the strategy's retriever and k; p_dense and p_graph are
-    the most confident dense-side and graph-side heads (what a two-way client reads)."""
-    from r2adapter.kway.strategies import parse_strategy
-
-    d = kway.decide([query], qvecs)
-    s = parse_strategy(d.strategy[0])
-    scores = {n: float(v) for n, v in zip(d.strategies, d.scores[0], strict=True)}
-    side = {n: parse_strategy(n).graph_side for n in d.strategies}
-    p_g = max((v for n, v in scores.items() if side[n]), default=0.0)
-    p_d = max((v for n, v in scores.items() if not side[n]), default=0.0)
-    # a `+rw` strategy (graph+rw@5): its mode, on the query's rewrite
-    return Route(s.mode, p_d, p_g, qvecs[0], s.rewritten, s.name, s.k, scores, bool(d.fallback[0]))
 
 
 def llm_answerer(

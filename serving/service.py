@@ -18,6 +18,7 @@ import asyncio
 import functools
 import inspect
 import logging
+import math
 import os
 import threading
 import typing as t
@@ -30,6 +31,7 @@ from starlette.responses import JSONResponse
 from r2adapter.adr import AdrUnavailable
 from r2adapter.errors import DatabaseError, R2AError, ResourceError
 from r2adapter.llm.base import LLMError
+from r2adapter.route.family import Route
 from r2adapter.store.db import known_down
 from serving.admission import Gate, Overloaded, refused
 from serving.errors import error_response
@@ -166,23 +168,29 @@ class RouteBatcher:
             self._running -= 1
 
 
-def kway_routes(router: t.Any, queries: list[str], qvecs: t.Any) -> list[t.Any]:
-    """r2adapter.adapter.kway_route for a batch: one `decide` (one matrix product over the
-    corpus's embeddings, one index-version check) for the batch instead of one a query, which
-    had made the batcher's batches of up to 32 cost 32 separate decisions."""
-    from r2adapter.adapter import Route
-    from r2adapter.kway.strategies import parse_strategy
-
-    d = router.decide(queries, qvecs)
-    side = {n: parse_strategy(n).graph_side for n in d.strategies}
-    out = []
-    for i in range(len(queries)):
-        s = parse_strategy(d.strategy[i])
-        scores = {n: float(v) for n, v in zip(d.strategies, d.scores[i], strict=True)}
-        p_g = max((v for n, v in scores.items() if side[n]), default=0.0)
-        p_d = max((v for n, v in scores.items() if not side[n]), default=0.0)
-        out.append(
-            Route(s.mode, p_d, p_g, qvecs[i], s.rewritten, s.name, s.k, scores, bool(d.fallback[i]))
+def route_out(r: Route) -> dict[str, t.Any]:
+    """A family's Route as /route's answer: `decision` is the side (dense or graph) a
+    two-way client reads, p_dense / p_graph the most confident score of each side; a family
+    that chose the strategy and its passages (the k-way router) adds them, and every head's
+    score."""
+    out: dict[str, t.Any] = {
+        "decision": r.side,
+        "p_dense": r.p_dense,
+        "p_graph": r.p_graph,
+        "rewrite": r.rewrite,  # eq. 7, or a `+rw` strategy (graph+rw@5) rewrites first
+        "tau": r.threshold,
+        # eq. 7's ε; none where the chosen strategy says whether to rewrite
+        "epsilon": 0.0 if math.isnan(r.epsilon) else r.epsilon,
+        "router_version": r.version,
+    }
+    if r.k is not None:
+        out.update(
+            router=r.router,
+            strategy=r.strategy,
+            retriever=r.mode,
+            k=r.k,
+            fallback=r.fallback,
+            scores=r.scores,
         )
     return out
 
@@ -298,51 +306,8 @@ class R2AService:
         # no circuit-breaker check here: a two-way router decides in memory and keeps
         # answering with the database down; a router that does reach it (the k-way index
         # check) fails into @answers_errors' 503 with Retry-After
-        champion = self.state.router()
-        kway = self.state.kway
-        if kway is not None:
-            return self._route_kway(kway, queries)
-        router = champion.router
-        d = router.decide(list(queries), encode=self.state.encoder.encode)  # eqs. 4 and 7
-        return [
-            {
-                "decision": d.label(i),
-                "p_dense": float(d.p_dense[i]),
-                "p_graph": float(d.p_graph[i]),
-                "rewrite": bool(d.rewrite[i]),
-                "tau": d.tau,
-                "epsilon": d.epsilon,
-                "router_version": champion.version,
-            }
-            for i in range(len(d))
-        ]
-
-    def _route_kway(self, kway: t.Any, queries: list[str]) -> list[dict[str, t.Any]]:
-        """The k-way decision: the strategy, its k and every head's score; `decision` is the
-        side (dense or graph) a two-way client reads, p_dense / p_graph the most confident
-        head of each side."""
-        qvecs = self.state.encoder.encode(list(queries))
-        out = []
-        for r in kway_routes(kway.router, list(queries), qvecs):
-            j = kway.router.cfg.strategies.index(r.strategy)
-            out.append(
-                {
-                    "decision": "dense" if r.decision == "dense" else "graph",
-                    "p_dense": r.p_dense,
-                    "p_graph": r.p_graph,
-                    "rewrite": r.rewrite,  # a `+rw` strategy (graph+rw@5) rewrites first
-                    "tau": float(kway.router.tau[j]),
-                    "epsilon": 0.0,  # no eq. 7 here: the chosen strategy says whether to rewrite
-                    "router_version": kway.version,
-                    "router": "kway",
-                    "strategy": r.strategy,
-                    "retriever": r.decision,
-                    "k": r.k,
-                    "fallback": r.fallback,
-                    "scores": r.scores,
-                }
-            )
-        return out
+        routing = self.state.routing()  # the k-way champion when loaded, else the two-way
+        return [route_out(r) for r in routing.route(queries, encode=self.state.encoder.encode)]
 
     def _count(self, decision: str) -> None:
         ROUTES.labels(decision=decision).inc()

@@ -7,13 +7,13 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from r2adapter.adapter import R2Adapter, llm_answerer
 from r2adapter.config import DEFAULT_DATASET
 from r2adapter.errors import R2AError
 from r2adapter.index.encoder import get_encoder
+from r2adapter.route.family import Champion
 from serving.errors import scrub
 
 log = logging.getLogger("r2a.serving")
@@ -42,114 +42,109 @@ def probe(answer: bool) -> tuple[bool, dict[str, Any]]:
     return True, {"ready": True, "answer_ready": answer_ok, "router_version": st.champion.version}
 
 
-@dataclass
-class Champion:
-    router: Any
-    version: str
-    kind: str
-
-
 class ServingState:
     def __init__(self) -> None:
         self.kind = os.environ.get("R2A_ROUTER", "r2a")
         self.dataset_env = os.environ.get("R2A_SERVE_DATASET")
         self.poll_s = float(os.environ.get("R2A_CHAMPION_POLL_S", "10"))
         self.encoder = get_encoder()
-        self.champion: Champion | None = None
-        self.champion_error = "not loaded yet"
+        # one champion per served family (r2adapter/families.py), loaded and swapped the
+        # same way: the two-way kind (R2A_ROUTER) always; the cost-aware router over every
+        # strategy too, which routes `auto` when it has a champion (R2A_KWAY=0 turns it
+        # off); without one the two-way champion routes, and /info says so
+        self.kway_enabled = os.environ.get("R2A_KWAY", "1") not in ("0", "false", "no")
+        self.served = [self.kind, *(["kway"] if self.kway_enabled else [])]
+        self.champions: dict[str, Champion] = {}
+        self.errors: dict[str, str] = {name: "not loaded yet" for name in self.served}
+        if not self.kway_enabled:
+            self.errors["kway"] = "disabled by R2A_KWAY=0"
         self._adapter: R2Adapter | None = None
         self._adapter_key: tuple[str, str, str | None] | None = None
         self._lock = threading.Lock()
         self._rewriter: Any = None
         self._llm: Any = None
         self.llm_error = ""
-        # the cost-aware router over every strategy routes `auto` when it has a champion
-        # (R2A_KWAY=0 turns it off); without one the two-way champion routes, and /info says so
-        self.kway_enabled = os.environ.get("R2A_KWAY", "1") not in ("0", "false", "no")
-        self.kway: Champion | None = None
-        self.kway_error = "not loaded yet" if self.kway_enabled else "disabled by R2A_KWAY=0"
         self.reload()
         self._stop = threading.Event()
         threading.Thread(target=self._poll, name="champion-poll", daemon=True).start()
         global _current
         _current = self
 
-    # -- champion -----------------------------------------------------------------------
+    # -- champions ----------------------------------------------------------------------
+
+    @property
+    def champion(self) -> Champion | None:
+        """The two-way champion: readiness needs it, and it routes without a k-way one."""
+        return self.champions.get(self.kind)
+
+    @property
+    def kway(self) -> Champion | None:
+        return self.champions.get("kway")
+
+    @property
+    def champion_error(self) -> str:
+        return self.errors.get(self.kind, "")
+
+    @property
+    def kway_error(self) -> str:
+        return self.errors.get("kway", "")
 
     def reload(self) -> dict[str, Any]:
-        """Load the champion if its version changed; the old one serves until then."""
-        from r2adapter.registry.models import alias_version, load_router
-        from r2adapter.rewrite.rewriter import trigger_epsilon
-
-        try:
-            v = alias_version(self.kind, "champion")
-            if v is None:
-                self.champion_error = (
-                    "no champion router in the registry: run `r2a train` and `r2a promote`"
-                )
-                return self.info()
-            if self.champion is None or self.champion.version != str(v.version):
-                router, version = load_router(self.kind, "champion")
-                # eq. 7's ε follows the rewriter: a structural rewrite is nearly free
-                router.epsilon = trigger_epsilon(self.rewriter_backend(), router.epsilon)
-                with self._lock:
-                    self.dataset_tag = v.tags.get("dataset")
-                    router.bind(self.dataset)  # the corpus its features are read from
-                self._warm(router)  # the old champion serves while the new one warms
-                with self._lock:
-                    self.champion = Champion(router, version, self.kind)
-                log.info("serving %s champion v%s", self.kind, version)
-            self.champion_error = ""
-        except R2AError as e:
-            self.champion_error = str(e)
-        except Exception as e:  # registry unreachable: keep serving the model we have
-            self.champion_error = f"registry error: {type(e).__name__}: {e}"
-        if self.kway_enabled:
-            self._reload_kway()
+        """Load each served family's champion if its version changed; the old one serves
+        until the new one is bound and warm."""
+        for name in self.served:
+            self._reload(name)
         from r2adapter.adr.retriever import refresh_champion
 
         refresh_champion()  # the adr mode's champion follows a promotion at once (never raises)
         return self.info()
 
-    def _reload_kway(self) -> None:
-        from r2adapter.kway.registry import _version, load_kway
-        from r2adapter.retrieve.graph_index import GRAPHS
+    def _reload(self, name: str) -> None:
+        from r2adapter.families import family
+        from r2adapter.registry.models import version_by_alias
 
+        fam = family(name)
+        two_way = name == self.kind
+        fallback = "" if two_way else ": auto follows the two-way champion"
         try:
-            v = _version("champion")
+            v = version_by_alias(fam.model, "champion")
             if v is None:
-                self.kway = None
-                self.kway_error = (
-                    "no k-way champion in the registry (`r2a train --router kway`, "
-                    "`r2a promote --router kway`): auto follows the two-way champion"
+                self.champions.pop(name, None)
+                self.errors[name] = (
+                    f"no {name} champion in the registry: run `{fam.train_command}` and "
+                    f"`r2a promote{'' if name == 'r2a' else ' --router ' + name}`{fallback}"
                 )
                 return
-            if self.kway is None or self.kway.version != str(v.version):
-                router, version = load_kway("champion")
-                router.bind(self.dataset, GRAPHS)
-                router.decide(["warm-up"], self.encoder.encode(["warm-up"]))
+            current = self.champions.get(name)
+            if current is None or current.version != str(v.version):
+                model, version = fam.load("champion")
+                if two_way:
+                    with self._lock:
+                        self.dataset_tag = v.tags.get("dataset")
+                champ = Champion(fam, fam.serve(model, self.dataset), version)
+                self._warm(champ)  # the old champion serves while the new one warms
                 with self._lock:
-                    self.kway = Champion(router, version, "kway")
-                log.info("serving kway champion v%s", version)
-            self.kway_error = ""
+                    self.champions[name] = champ
+                log.info("serving %s champion v%s", name, version)
+            self.errors[name] = ""
         except R2AError as e:
-            self.kway_error = f"{e}: auto follows the two-way champion"
-        except Exception as e:  # registry or index unreachable: keep what we have
-            self.kway_error = f"k-way registry error: {type(e).__name__}: {e}"
+            self.errors[name] = f"{e}{fallback}"
+        except Exception as e:  # registry or index unreachable: keep serving what we have
+            self.errors[name] = f"{name} registry error: {type(e).__name__}: {e}"
 
-    def _warm(self, router: Any) -> None:
-        """One decision before the router serves: its first call exports the fine-tuned
+    def _warm(self, champ: Champion) -> None:
+        """One decision before the champion serves: its first call exports the fine-tuned
         encoder to ONNX (once per weights), loads the tokenizer and the corpus features, which
         took 33 s for the first /route after a fresh `make run`. /readyz turns 200 only after
         this, so the first client request does not pay it. A failure here (the database down)
         is logged, not fatal: the probe reports the database itself."""
         t0 = time.perf_counter()
         try:
-            router.decide(["Who directed the film that won the award?"], encode=self.encoder.encode)
+            champ.route(["Who directed the film that won the award?"], encode=self.encoder.encode)
         except Exception as e:
-            log.warning("router warm-up failed: %s: %s", type(e).__name__, e)
+            log.warning("%s warm-up failed: %s: %s", champ.name, type(e).__name__, e)
             return
-        log.info("router warmed up in %.1f s", time.perf_counter() - t0)
+        log.info("%s champion warmed up in %.1f s", champ.name, time.perf_counter() - t0)
 
     def _poll(self) -> None:
         while not self._stop.wait(self.poll_s):
@@ -174,15 +169,20 @@ class ServingState:
     # -- parts --------------------------------------------------------------------------
 
     def router(self) -> Champion:
+        """The two-way champion (the service is not ready without it)."""
         c = self.champion
         if c is None:
             raise Unavailable(self.champion_error or "no champion router")
         return c
 
-    def adapter(self) -> R2Adapter:
+    def routing(self) -> Champion:
+        """The champion that routes `auto`: the k-way one when loaded, else the two-way."""
         c = self.router()
-        kw = self.kway
-        key = (c.version, self.dataset, kw.version if kw else None)
+        return self.kway or c
+
+    def adapter(self) -> R2Adapter:
+        routing = self.routing()
+        key = (self.router().version, self.dataset, self.kway.version if self.kway else None)
         if self._adapter is not None and self._adapter_key == key:
             return self._adapter
         from r2adapter.retrieve.strategies import STRATEGIES, make_retriever
@@ -199,31 +199,17 @@ class ServingState:
                     others[mode] = make_retriever(mode, self.dataset, self.encoder)
                 except R2AError as e:
                     log.warning("retrieval mode %s unavailable: %s", mode, e)
-            self._adapter = R2Adapter(  # τ and ε: the router's own decision
-                c.router,
+            self._adapter = R2Adapter(  # routed by the champion's family
+                routing,
                 dense,
                 graph,
                 self.encoder,
                 self.rewriter(),
                 self.answerer(),
                 others,
-                kway=kw.router if kw else None,
             )
             self._adapter_key = key
         return self._adapter
-
-    def rewriter_backend(self) -> str:
-        """The rewriter's backend, without building it (an LLM endpoint configured wrongly
-        must not keep the champion from loading: the rewrite falls back when it runs)."""
-        if self._rewriter is not None:
-            return str(self._rewriter.backend)
-        from r2adapter.llm.base import LLMError
-        from r2adapter.rewrite.rewriter import default_backend
-
-        try:
-            return default_backend()
-        except LLMError:
-            return "llm"
 
     def rewriter(self) -> Any:
         if self._rewriter is None:

@@ -112,7 +112,10 @@ class Rewriter:
 def test_every_caller_takes_the_same_decision() -> None:
     from r2adapter.adapter import R2Adapter
     from r2adapter.evaluate.routing import time_router
+    from r2adapter.registry.family import TwoWayFamily
     from r2adapter.registry.pyfunc import RouterModel
+    from r2adapter.route.family import Champion
+    from r2adapter.route.kinds import TRAINED_ROUTERS
 
     router = Hashed()
     p_d, p_g = router.score(QUERIES)
@@ -122,9 +125,11 @@ def test_every_caller_takes_the_same_decision() -> None:
     assert 0 < expected.graph.sum() < len(QUERIES) and 0 < expected.rewrite.sum()
 
     enc = StubEncoder()
-    adapter = R2Adapter(router, NoRetrieval(), NoRetrieval(), enc, Rewriter())  # type: ignore[arg-type]
+    champion = Champion(TwoWayFamily(next(iter(TRAINED_ROUTERS.values()))), router, "1")
+    adapter = R2Adapter(champion, NoRetrieval(), NoRetrieval(), enc, Rewriter())  # type: ignore[arg-type]
     routes = [adapter.route(q) for q in QUERIES]
-    assert [r.decision == "graph" for r in routes] == expected.graph.tolist()
+    assert [r.side == "graph" for r in routes] == expected.graph.tolist()
+    assert [r.side for r in routes] == [r.side for r in adapter.route_many(list(QUERIES))]
     assert [r.rewrite for r in routes] == expected.rewrite.tolist()
     runs = [adapter.run(q) for q in QUERIES]
     assert [r.rewritten for r in runs] == expected.rewrite.tolist()

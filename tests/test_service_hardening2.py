@@ -495,46 +495,6 @@ def test_the_query_pattern_admits_what_the_service_serves() -> None:
 
 
 @pytest.mark.unit
-def test_kway_routes_decide_a_batch_as_one_query_at_a_time() -> None:
-    """The batch form (one decide for the batch) gives kway_route's answer for each query."""
-    import numpy as np
-
-    from r2adapter.adapter import kway_route
-    from r2adapter.kway.model import KwayDecision
-    from serving.service import kway_routes
-
-    names = ("dense@5", "graph@5", "graph+rw@5", "dense@20")
-
-    class Fake:
-        calls = 0
-
-        def decide(self, questions: list[str], qvecs: np.ndarray) -> KwayDecision:
-            Fake.calls += 1
-            p = np.array([[(len(q) * (j + 3)) % 7 / 7 for j in range(4)] for q in questions])
-            picked = [names[int(np.argmax(row))] for row in p]
-            return KwayDecision(picked, [5] * len(questions), p, p.max(axis=1) < 0.5, names)
-
-    qs = ["who is x", "a much longer question about y", "z?", "what did w write"]
-    qv = np.arange(len(qs) * 3, dtype=np.float32).reshape(len(qs), 3)
-    batch = kway_routes(Fake(), qs, qv)
-    assert Fake.calls == 1
-    for i, q in enumerate(qs):
-        one = kway_route(Fake(), q, qv[i : i + 1])
-        assert (batch[i].decision, batch[i].strategy, batch[i].k) == (
-            one.decision,
-            one.strategy,
-            one.k,
-        )
-        assert (batch[i].p_dense, batch[i].p_graph, batch[i].rewrite, batch[i].fallback) == (
-            one.p_dense,
-            one.p_graph,
-            one.rewrite,
-            one.fallback,
-        )
-        assert batch[i].scores == one.scores
-
-
-@pytest.mark.unit
 def test_each_server_has_its_own_metrics_folder(tmp_path: Path) -> None:
     """BentoML empties one shared folder when any server starts (a second `r2a serve`
     emptied the first one's /metrics): each server gets `<home>/r2a-metrics/<pid>`, made

@@ -24,7 +24,7 @@ from r2adapter.config import AdrParams, adr_params
 from r2adapter.errors import R2AError
 from r2adapter.kway.registry import COST_TOLERANCE, RECALL_TOLERANCE
 from r2adapter.kway.registry import gate as kway_gate
-from r2adapter.route.family import Route
+from r2adapter.route.family import Encode, Route, query_vectors
 
 MODEL = "r2a-router-adr"
 
@@ -173,14 +173,12 @@ class AdrFamily:
         queries: Sequence[str],
         qvecs: np.ndarray | None = None,
         version: str = "",
+        encode: Encode | None = None,
     ) -> list[Route]:
         from r2adapter.adr.operators import OPERATORS
         from r2adapter.config import adr_params
 
-        if qvecs is None:
-            from r2adapter.index.encoder import get_encoder
-
-            qvecs = get_encoder(model.encoder).encode(list(queries))
+        qvecs = query_vectors(queries, qvecs, encode, model.encoder)
         probs = model.head.probs(qvecs)
         k = adr_params().max_passages
         return [
@@ -194,6 +192,12 @@ class AdrFamily:
                 self.name,
                 version,
                 d.fallback,
+                side="graph",  # every operator walks the hypergraph
+                qvec=qvecs[i],
             )
-            for d, row in zip(decide(probs, model.gamma), probs, strict=True)
+            for i, (d, row) in enumerate(zip(decide(probs, model.gamma), probs, strict=True))
         ]
+
+    def serve(self, model: AdrRouter, dataset: str) -> AdrRouter:
+        """The head reads the query embedding only: nothing to bind."""
+        return model

@@ -16,7 +16,7 @@ import numpy as np
 
 from r2adapter.config import KwayParams, kway_params, settings
 from r2adapter.errors import R2AError
-from r2adapter.route.family import Route
+from r2adapter.route.family import Encode, Route, query_vectors
 
 MODEL = "r2a-router-kway"
 RECALL_TOLERANCE = 0.005  # recall may drop at most this much
@@ -185,34 +185,46 @@ class KwayFamily:
         queries: Sequence[str],
         qvecs: np.ndarray | None = None,
         version: str = "",
+        encode: Encode | None = None,
     ) -> list[Route]:
+        """One `decide` for the batch (one matrix product over the corpus's embeddings, one
+        index-version check); `p_dense`/`p_graph` are the most confident dense-side and
+        graph-side heads, what a two-way client reads."""
         from r2adapter.kway.strategies import parse_strategy
 
-        if qvecs is None:
-            from r2adapter.index.encoder import get_encoder
-
-            qvecs = get_encoder(model.cfg.encoder).encode(list(queries))
-        d = model.decide(queries, qvecs)
+        qvecs = query_vectors(queries, qvecs, encode, model.cfg.encoder)
+        d = model.decide(list(queries), qvecs)
         tau = np.asarray(model.tau, dtype=np.float64)
+        graph_side = {n: parse_strategy(n).graph_side for n in d.strategies}
         out = []
         for i, name in enumerate(d.strategy):
             s = parse_strategy(name)
             scores = {n: float(v) for n, v in zip(d.strategies, d.scores[i], strict=True)}
-            threshold = float(tau[d.strategies.index(name)])
             out.append(
                 Route(
                     s.name,
                     s.mode,
                     s.k,
-                    s.rewritten,
+                    s.rewritten,  # a `+rw` strategy (graph+rw@5) rewrites first
                     scores,
-                    threshold,
+                    float(tau[d.strategies.index(name)]),
                     self.name,
                     version,
                     bool(d.fallback[i]),
+                    side="graph" if s.graph_side else "dense",
+                    p_dense=max((v for n, v in scores.items() if not graph_side[n]), default=0.0),
+                    p_graph=max((v for n, v in scores.items() if graph_side[n]), default=0.0),
+                    qvec=qvecs[i],
                 )
             )
         return out
+
+    def serve(self, model: Any, dataset: str) -> Any:
+        """The features read `dataset`'s corpus and graph."""
+        from r2adapter.retrieve.graph_index import GRAPHS
+
+        model.bind(dataset, GRAPHS)
+        return model
 
 
 def write_report(path: Path, report: dict[str, Any]) -> None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from r2adapter.route.family import Route
+from r2adapter.route.family import Encode, Route
 from r2adapter.route.kinds import RouterKind
 
 if TYPE_CHECKING:
@@ -97,18 +97,42 @@ class TwoWayFamily:
         queries: Sequence[str],
         qvecs: np.ndarray | None = None,
         version: str = "",
+        encode: Encode | None = None,
     ) -> list[Route]:
-        d = model.decide(queries, qvecs)  # a router that reads embeddings computes them
-        return [
-            Route(
-                d.label(i),
-                d.label(i),
-                None,
-                bool(d.rewrite[i]),
-                {"dense": float(d.p_dense[i]), "graph": float(d.p_graph[i])},
-                d.tau,
-                self.name,
-                version,
+        # eqs. 4 and 7; a router that reads the retrieval embedding gets it from `encode`
+        d = model.decide(queries, qvecs, encode=encode)
+        vecs = d.qvecs
+        out = []
+        for i in range(len(d)):
+            side, p_d, p_g = d.label(i), float(d.p_dense[i]), float(d.p_graph[i])
+            out.append(
+                Route(
+                    side,
+                    side,
+                    None,
+                    bool(d.rewrite[i]),
+                    {"dense": p_d, "graph": p_g},
+                    d.tau,
+                    self.name,
+                    version,
+                    side=side,
+                    p_dense=p_d,
+                    p_graph=p_g,
+                    epsilon=d.epsilon,
+                    qvec=vecs[i] if vecs is not None else None,
+                )
             )
-            for i in range(len(d))
-        ]
+        return out
+
+    def serve(self, model: TrainedRouter, dataset: str) -> TrainedRouter:
+        """ε follows the rewriter (a structural rewrite is nearly free, so eq. 7 rewrites
+        every graph-bound query: `trigger_epsilon`); the features read `dataset`'s corpus."""
+        from r2adapter.rewrite.rewriter import default_backend, trigger_epsilon
+
+        try:
+            backend = default_backend()
+        except Exception:  # an LLM endpoint configured wrongly: the rewrite falls back
+            backend = "llm"
+        model.epsilon = trigger_epsilon(backend, model.epsilon)
+        model.bind(dataset)
+        return model

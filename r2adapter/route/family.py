@@ -16,11 +16,14 @@ not a rival) and otherwise asks its `gate`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
+
+Encode = Callable[[list[str]], np.ndarray]  # the caller's retrieval encoder, batch → vectors
+NAN = float("nan")
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,26 @@ class Route:
     router: str = ""  # the family's name (`r2a promote --router`)
     version: str = ""  # the registered version that decided ("" when not registered)
     fallback: bool = False  # no choice was confident: the family's conservative fallback
+    side: str = ""  # "dense" or "graph": the side a two-way client reads (/route's decision)
+    p_dense: float = NAN  # the most confident dense-side score (two-way: p_dense itself)
+    p_graph: float = NAN  # the most confident graph-side score
+    epsilon: float = NAN  # eq. 7's ε (two-way routers); NaN where the strategy says it
+    # the query's retrieval embedding when the family read it: retrieval reuses it
+    qvec: np.ndarray | None = field(default=None, compare=False, repr=False)
+
+
+def query_vectors(
+    queries: Sequence[str], qvecs: np.ndarray | None, encode: Encode | None, encoder: str
+) -> np.ndarray:
+    """The retrieval embeddings a family reads: the caller's `qvecs`, else its `encode`
+    (the service's encoder, so retrieval can reuse them), else the model's own `encoder`."""
+    if qvecs is not None:
+        return qvecs
+    if encode is not None:
+        return encode(list(queries))
+    from r2adapter.index.encoder import get_encoder
+
+    return get_encoder(encoder).encode(list(queries))
 
 
 class RouterFamily(Protocol):
@@ -89,6 +112,33 @@ class RouterFamily(Protocol):
         queries: Sequence[str],
         qvecs: np.ndarray | None = None,
         version: str = "",
+        encode: Encode | None = None,
     ) -> list[Route]:
-        """The model's decision for each query (`qvecs`: their retrieval embeddings, which
-        a family that reads them computes when absent)."""
+        """The model's decision for each query (`qvecs`: their retrieval embeddings; a
+        family that reads them and gets none computes them with `encode`, else with its
+        model's encoder: `query_vectors`)."""
+
+    def serve(self, model: Any, dataset: str) -> Any:
+        """Prepare a loaded model to decide on `dataset` (bind the corpus its features
+        read); the model that serves. The service then warms it with one `route`."""
+
+
+@dataclass(frozen=True)
+class Champion:
+    """A family's registered model as it serves: `route` sends a batch through the family."""
+
+    family: RouterFamily
+    model: Any
+    version: str
+
+    @property
+    def name(self) -> str:
+        return self.family.name
+
+    def route(
+        self,
+        queries: Sequence[str],
+        qvecs: np.ndarray | None = None,
+        encode: Encode | None = None,
+    ) -> list[Route]:
+        return self.family.route(self.model, list(queries), qvecs, self.version, encode)
