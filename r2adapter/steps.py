@@ -150,8 +150,12 @@ def evaluate_kway(
     two_way: Sequence[str] | None = None,
 ) -> dict[str, object]:
     """Every router and strategy on the quality–cost plane (`r2a evaluate routing
-    --protocol`); saved (JSON and plot under benchmarks/results/) and logged to MLflow."""
-    from r2adapter.kway.evaluate import kway_report
+    --protocol`); saved (JSON and plot under benchmarks/results/) and logged to MLflow. The
+    report (r2adapter/evaluate/routing_report.py `plane_report`) is handed its routers
+    here: the k-way family's plane, the two-way champions, ADR's rows."""
+    from r2adapter.adr.evaluate import merge_adr_rows
+    from r2adapter.evaluate.routing_report import plane_report
+    from r2adapter.kway.evaluate import kway_plane
 
     name = dataset_name(dataset)
     from r2adapter.route.kinds import TRAINED_ROUTERS
@@ -165,7 +169,8 @@ def evaluate_kway(
 
         report = loco_report(name, budget)
     else:
-        report = kway_report(name, protocol, budget, two_way=kinds)
+        plane = kway_plane(name, protocol, budget)
+        report = plane_report(plane, champion_router, kinds, extra=(merge_adr_rows,))
     if save:
         from r2adapter.kway.tracking import save_and_log
 

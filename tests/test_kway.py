@@ -16,8 +16,9 @@ import pytest
 
 from r2adapter.config import kway_params
 from r2adapter.errors import R2AError
+from r2adapter.evaluate.routing_report import mixture_ceiling
+from r2adapter.evaluate.stats import paired_bootstrap
 from r2adapter.kway.cascade import Costs, choose, cost_cap, fallback_index, search_thresholds
-from r2adapter.kway.evaluate import mixture_ceiling, paired_interval
 from r2adapter.kway.labels import read_strategy_labels
 from r2adapter.kway.model import KwayRouter, fit_kway
 from r2adapter.kway.strategies import (
@@ -198,7 +199,7 @@ def test_budgeted_oracle_spends_the_budget_where_it_pays() -> None:
     """Two queries, cheap (10 ms, recall 0 / 1) and dear (30 ms, recall 1 / 1): within a mean
     of 20 ms the oracle sends only the first query to the dear strategy (recall 1); within
     10 ms it cannot (recall .5); the fixed strategies' best mix reaches .75 at 20 ms."""
-    from r2adapter.kway.evaluate import budgeted_oracle
+    from r2adapter.evaluate.routing_report import budgeted_oracle
 
     m = {
         "recall": np.array([[0.0, 1.0], [1.0, 1.0]]),
@@ -270,7 +271,7 @@ def test_mixture_ceiling_and_paired_interval() -> None:
     assert mixture_ceiling(m, [0, 1, 2], at_ms=40.0, at_passages=8.0)[0] == pytest.approx(0.9)
     assert mixture_ceiling(m, [0, 1, 2], at_ms=5.0, at_passages=8.0)[0] == float("-inf")
     a, b = np.array([1.0] * 50 + [0.0] * 50), np.array([0.0] * 100)
-    r = paired_interval(a, b)
+    r = paired_bootstrap(a, b)
     assert r["diff"] == pytest.approx(0.5) and r["ci95"][0] > 0.3
 
 

@@ -1,7 +1,8 @@
 """ADR in `r2a evaluate routing --protocol cv5|test`: the router `adr` (trained softmax head,
 γ fallback to moderate) beside the frozen operators `always_adr_<operator>`, with the field
-names of the routing report (r2adapter/kway/evaluate.py `router_figures`), computed from the
-ADR labels on exactly the report's queries.
+names of the routing report (r2adapter/evaluate/routing_report.py `router_figures`),
+computed from the ADR labels on exactly the report's queries (r2adapter/steps.py hands
+`merge_adr_rows` to the report).
 
 - cv5: the head is trained out of fold (r2adapter/evaluate/folds.py `fold_of`): in fold k
   on every other fold, scored on fold k.
@@ -11,7 +12,8 @@ ADR labels on exactly the report's queries.
   champion, or one that reads another encoder's embedding, the frozen operators only, noted.
 
 A router's `mean_ms` is the operator's (query embedding included, as labelled) plus the
-head's own measured latency, one query at a time on one BLAS thread.
+head's own measured latency, one query at a time (the one timer and its thread policy,
+r2adapter/evaluate/timing.py: R2A_MODEL_THREADS, default 1).
 
 Tokens two ways: `mean_tokens` counts the context only (facts, narratives and any passages,
 as labelled); `mean_prompt_tokens` counts the prompt the service's reader would be sent
@@ -38,6 +40,7 @@ from r2adapter.config import AdrParams, adr_params
 from r2adapter.errors import R2AError
 from r2adapter.evaluate.folds import N_FOLDS, fold_of
 from r2adapter.evaluate.stats import ratio_interval
+from r2adapter.evaluate.timing import time_per_query
 
 __all__ = ["adr_routers", "figures", "merge_adr_rows", "out_of_fold", "prompt_overhead"]
 
@@ -62,16 +65,10 @@ def prompt_tokens(
 
 
 def _time_head(head: SoftmaxHead, x: np.ndarray, gamma: float) -> np.ndarray:
-    from threadpoolctl import threadpool_limits
-
-    decide(head.probs(x[:1]), gamma)  # warm-up
-    out = np.zeros(len(x))
-    with threadpool_limits(1):
-        for i in range(len(x)):
-            t = time.perf_counter()
-            decide(head.probs(x[i : i + 1]), gamma)
-            out[i] = (time.perf_counter() - t) * 1000
-    return out
+    """The head's decision, one query at a time (the one timer and its thread policy:
+    r2adapter/evaluate/timing.py)."""
+    _, ms = time_per_query(lambda i: decide(head.probs(x[i : i + 1]), gamma), len(x))
+    return ms
 
 
 def out_of_fold(

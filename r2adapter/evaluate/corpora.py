@@ -42,7 +42,8 @@ def _row(r: dict[str, Any]) -> dict[str, Any]:
 
 def corpus_figures(dataset: str, budget: float | None = None) -> dict[str, Any]:
     """One corpus: every strategy and router, paired against its best fixed strategy."""
-    from r2adapter.kway.evaluate import paired_interval
+    from r2adapter.evaluate.routing_report import oracle_choice, with_two_way
+    from r2adapter.evaluate.stats import paired_bootstrap
     from r2adapter.kway.labels import outcome_matrix, read_strategy_labels, strategy_label_path
     from r2adapter.kway.loco import loco_report
 
@@ -53,10 +54,9 @@ def corpus_figures(dataset: str, budget: float | None = None) -> dict[str, Any]:
     except R2AError as e:
         rep = {"routers": {}, "notes": [f"kway: {e}"]}
     from r2adapter.config import kway_params
-    from r2adapter.kway.evaluate import _oracle, _with_two_way
     from r2adapter.kway.strategies import strategy_table
 
-    names = _with_two_way(kway_params().strategies)
+    names = with_two_way(kway_params().strategies)
     table = strategy_table(names)
     labels = read_strategy_labels(dataset, kway_params(strategies=tuple(names)))
     m = outcome_matrix(labels, table)
@@ -71,15 +71,15 @@ def corpus_figures(dataset: str, budget: float | None = None) -> dict[str, Any]:
             "fcr": float(m["full"][:, j].mean()),
             "mean_passages": float(m["passages"][:, j].mean()),
             "mean_ms": float(m["ms"][:, j].mean()),
-            "vs_best": paired_interval(rec[:, j], rec[:, best]),
+            "vs_best": paired_bootstrap(rec[:, j], rec[:, best]),
         }
-    oracle = _oracle(m, table, range(len(table)))
+    oracle = oracle_choice(m, table, range(len(table)))
     idx = np.arange(len(labels))
     rows["oracle"] = {
         "recall": float(rec[idx, oracle].mean()),
         "mean_ms": float(m["ms"][idx, oracle].mean()),
         "mean_passages": float(m["passages"][idx, oracle].mean()),
-        "vs_best": paired_interval(rec[idx, oracle], rec[:, best]),
+        "vs_best": paired_bootstrap(rec[idx, oracle], rec[:, best]),
     }
     k = rep.get("routers", {}).get("kway")
     if k is not None:

@@ -3,12 +3,12 @@ graph usage, end-to-end hybrid Recall@k from both retrievers' stored rankings, l
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
 import numpy as np
 
 from r2adapter.data.metrics import percentile, recall_at_k
+from r2adapter.evaluate.timing import time_per_query
 from r2adapter.label.annotate import LabelRecord
 from r2adapter.route.base import Router
 from r2adapter.route.threshold import f1_recall
@@ -41,18 +41,18 @@ def routing_metrics(
 def time_router(
     router: Router, records: Sequence[LabelRecord], embeddings: np.ndarray | None
 ) -> tuple[np.ndarray, list[float]]:
-    """Route one query at a time, as the service does; returns decisions and ms per query.
+    """Route one query at a time, as the service does; returns decisions and ms per query
+    (the one timer and its thread policy: r2adapter/evaluate/timing.py).
 
     The embedding router is timed on the query embedding the dense retriever computes anyway.
     """
-    decisions, latency = [], []
-    router.decide([records[0].question])  # warm-up (lazy loads)
-    for i, r in enumerate(records):
+
+    def one(i: int) -> bool:
         qvecs = embeddings[i : i + 1] if embeddings is not None else None
-        t = time.perf_counter()
-        decisions.append(bool(router.decide([r.question], qvecs).graph[0]))
-        latency.append((time.perf_counter() - t) * 1000)
-    return np.array(decisions), latency
+        return bool(router.decide([records[i].question], qvecs).graph[0])
+
+    decisions, ms = time_per_query(one, len(records))
+    return np.array(decisions), [float(v) for v in ms]
 
 
 def evaluate_routers(

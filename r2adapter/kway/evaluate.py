@@ -1,32 +1,47 @@
-"""`r2a evaluate routing --protocol cv5|test|all`: every router and every single strategy on
-the quality–cost plane, from the strategy labels.
+"""The k-way family's part of `r2a evaluate routing --protocol cv5|test|all`: the
+quality–cost plane from the strategy labels, and the k-way router on it. The report over
+every router (the fixed strategies, the two-way routers, the baselines, the oracles, ADR's
+rows, the paired intervals) is r2adapter/evaluate/routing_report.py `plane_report`, to which
+r2adapter/steps.py hands this plane.
 
 - cv5: 5-fold cross-validation over all labelled queries (r2adapter/evaluate/folds.py): in
-  fold k the k-way heads, their thresholds and the two-way routers are trained on the other
-  folds (fold k+1 validates), and scored on fold k; every figure is out of fold.
-- test: the frozen split; the k-way router trained on train, thresholds on val, and the
-  registered two-way champions.
-- all: a corpus the routers were not trained on: the registered k-way champion with its
-  thresholds shifted, without labels, until the corpus's own questions meet the cost budget
-  it was trained under (`--budget` overrides); the two-way champions with τ calibrated to
-  their graph budget the same way (`--calibrate-usage`).
+  fold k the k-way heads and their thresholds are trained on the other folds (fold k+1
+  validates), and scored on fold k; every figure is out of fold. Also here: the frontier
+  (a router trained under each budget), the feature ablation, routing over every labelled
+  strategy, and the moonshot.
+- test: the frozen split; the registered k-way champion, or one trained on train with
+  thresholds on val.
+- all: a corpus the router was not trained on: the registered k-way champion transferred
+  label-free (`calibrate_kway`, `kway.transfer`; `--budget` overrides), and the other
+  transfer rule beside it.
 
-A router's `mean_ms` is routing plus retrieval per query: the query embedding, the chosen
-strategy's retrievers (as measured while labelling), and the router's own measured latency.
+k-way's `mean_ms` is routing plus retrieval per query: the chosen strategy's retrievers (as
+measured while labelling, the query embedding included) and the router's own latency from
+the one timer (r2adapter/evaluate/timing.py).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from r2adapter.config import KwayParams, kway_params, router_params
+from r2adapter.config import KwayParams, kway_params
 from r2adapter.errors import R2AError
 from r2adapter.evaluate.folds import N_FOLDS, fold_of, fold_roles
+from r2adapter.evaluate.routing_report import (
+    Plane,
+    budgeted_oracle,
+    columns,
+    graphs,
+    mixture_ceiling,
+    router_figures,
+    with_two_way,
+)
+from r2adapter.evaluate.stats import paired_bootstrap
+from r2adapter.evaluate.timing import time_per_query
 from r2adapter.kway.cascade import Costs, choose, cost_cap, tune_thresholds
 from r2adapter.kway.labels import StrategyLabel, outcome_matrix, read_strategy_labels
 from r2adapter.kway.model import KwayRouter, fit_kway
@@ -34,44 +49,10 @@ from r2adapter.kway.strategies import Strategy, strategy_table
 
 PROTOCOLS = ("cv5", "test", "all")
 BUDGETS = tuple(round(b, 2) for b in np.linspace(0.0, 1.0, 11))
-TWO_WAY = ("dense@5", "graph@5")  # the two-way routers' strategies (label.top_k passages)
-N_BOOT = 2000
 
 
 def _costs(m: dict[str, np.ndarray], rows: np.ndarray | slice = slice(None)) -> Costs:
     return Costs(m["recall"][rows], m["ms"][rows], m["passages"][rows])
-
-
-def _columns(m: dict[str, np.ndarray], cols: Sequence[int]) -> dict[str, np.ndarray]:
-    """The outcome matrix of the strategies `cols` alone: suitable again means reaching the
-    best recall among them (as `r2a train --router kway` labels it), not among every
-    labelled strategy."""
-    out = {k: v[:, cols] if v.ndim == 2 else v for k, v in m.items()}
-    out["suitable"] = out["recall"] >= out["recall"].max(axis=1, keepdims=True) - 1e-9
-    return out
-
-
-def router_figures(
-    choice: np.ndarray,
-    route_ms: np.ndarray,
-    m: dict[str, np.ndarray],
-    table: Sequence[Strategy],
-) -> dict[str, Any]:
-    """The report's fields for a router that chose strategy index `choice[i]` for query i."""
-    rows = np.arange(len(choice))
-    names = [s.name for s in table]
-    picked = [names[c] for c in choice]
-    share = {n: float(np.mean([p == n for p in picked])) for n in names}
-    return {
-        "recall": float(m["recall"][rows, choice].mean()),
-        "fcr": float(m["full"][rows, choice].mean()),
-        "mean_passages": float(m["passages"][rows, choice].mean()),
-        "mean_tokens": float(m["tokens"][rows, choice].mean()),
-        "mean_ms": float((m["ms"][rows, choice] + route_ms).mean()),
-        "graph_usage": float(np.mean([table[c].graph_side for c in choice])),
-        "share": {n: v for n, v in share.items() if v > 0},
-        "latency_ms_p50": float(np.median(route_ms)),
-    }
 
 
 def _embed(labels: Sequence[StrategyLabel]) -> np.ndarray:
@@ -88,39 +69,12 @@ def _features(dataset: str, names: Sequence[str], labels: Sequence[StrategyLabel
 
 
 def _time_kway(router: KwayRouter, labels: Sequence[StrategyLabel], qv: np.ndarray) -> np.ndarray:
-    """Routing alone, one query at a time, on the embedding the retrievers compute anyway,
-    on one BLAS thread as the service runs it (R2A_MODEL_THREADS)."""
-    from threadpoolctl import threadpool_limits
-
-    router.decide([labels[0].question], qv[:1])  # warm-up
-    out = np.zeros(len(labels))
-    with threadpool_limits(_model_threads()):
-        for i, lab in enumerate(labels):
-            t = time.perf_counter()
-            router.decide([lab.question], qv[i : i + 1])
-            out[i] = (time.perf_counter() - t) * 1000
-    return out
-
-
-def _model_threads() -> int:
-    import os
-
-    return max(1, int(os.environ.get("R2A_MODEL_THREADS", "1")))
-
-
-def _time_two_way(
-    decide: Callable[[str, np.ndarray], bool], labels: Sequence[StrategyLabel], qv: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    from threadpoolctl import threadpool_limits
-
-    decide(labels[0].question, qv[:1])
-    graph, ms = np.zeros(len(labels), dtype=bool), np.zeros(len(labels))
-    with threadpool_limits(_model_threads()):
-        for i, lab in enumerate(labels):
-            t = time.perf_counter()
-            graph[i] = decide(lab.question, qv[i : i + 1])
-            ms[i] = (time.perf_counter() - t) * 1000
-    return graph, ms
+    """Routing alone, one query at a time, on the embedding the retrievers compute anyway
+    (the one timer and its thread policy: r2adapter/evaluate/timing.py)."""
+    _, ms = time_per_query(
+        lambda i: router.decide([labels[i].question], qv[i : i + 1]), len(labels)
+    )
+    return ms
 
 
 def _fit(
@@ -178,74 +132,21 @@ def _oof_kway(
     return choice, frontier, routers
 
 
-def mixture_ceiling(
-    m: dict[str, np.ndarray], cols: Sequence[int], at_ms: float, at_passages: float
-) -> tuple[float, np.ndarray]:
-    """The fixed strategies' hull under both of the router's costs: the best mean recall a
-    random mix of the strategies `cols` reaches (a linear programme over the mix's weights)
-    with mean ms ≤ `at_ms` and mean passages ≤ `at_passages`; and each query's expected
-    recall under that mix (for a paired interval). Infeasible (cheaper than every mix):
-    -inf and zeros."""
-    from scipy.optimize import linprog
-
-    r = m["recall"][:, cols]
-    ms, ps = m["ms"][:, cols].mean(axis=0), m["passages"][:, cols].mean(axis=0)
-    lp = linprog(
-        -r.mean(axis=0),
-        A_ub=np.vstack([ms, ps]),
-        b_ub=[at_ms, at_passages],
-        A_eq=np.ones((1, len(cols))),
-        b_eq=[1.0],
-        bounds=(0.0, 1.0),
-        method="highs",
-    )
-    if lp.status != 0:
-        return float("-inf"), np.zeros(len(r))
-    return float(-lp.fun), r @ lp.x
-
-
-def paired_interval(a: np.ndarray, b: np.ndarray, seed: int = 13) -> dict[str, Any]:
-    """Mean of a − b over queries and its 95% paired bootstrap interval."""
-    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
-    rng = np.random.default_rng(seed)
-    boots = d[rng.integers(0, len(d), size=(N_BOOT, len(d)))].mean(axis=1)
-    lo, hi = np.percentile(boots, [2.5, 97.5])
-    return {"diff": float(d.mean()), "ci95": [float(lo), float(hi)]}
-
-
-def _two_way_choice(
-    graph: np.ndarray, table: Sequence[Strategy], graph_side: str = ""
-) -> np.ndarray:
-    """A two-way router's choice as strategy columns: dense@5, or graph@5 (`graph_side`:
-    another graph strategy, e.g. graph+rw@5)."""
-    names = [s.name for s in table]
-    return np.where(graph, names.index(graph_side or TWO_WAY[1]), names.index(TWO_WAY[0]))
-
-
-REWRITTEN_GRAPH = "graph+rw@5"  # a two-way router's graph side when the rewrite fires
-
-
-def _with_two_way(names: Sequence[str]) -> list[str]:
-    return list(names) + [s for s in TWO_WAY if s not in names]
-
-
-def kway_report(
+def kway_plane(
     dataset: str,
     protocol: str = "cv5",
     budget: float | None = None,
     ablate: bool = True,
-    two_way: Sequence[str] = ("r2a", "r2a_embed"),
-) -> dict[str, Any]:
-    from r2adapter.config import label_params
-    from r2adapter.label.annotate import db_labels
-
+) -> Plane:
+    """The plane (every labelled strategy on the report's queries) and the k-way router's
+    choices and routing ms on it, with its frontier, ablation and notes."""
     if protocol not in PROTOCOLS:
         raise R2AError(f"unknown protocol {protocol!r}: choose {', '.join(PROTOCOLS)}")
     if budget is not None and not 0.0 <= budget <= 1.0:
         raise R2AError(f"--budget must be in [0, 1], not {budget}")
     every = kway_params() if budget is None else kway_params(budget=budget)
     p = every.routed()  # the strategies the router chooses among (kway.route)
-    names = _with_two_way(every.strategies)  # every labelled strategy: the always_* rows
+    names = with_two_way(every.strategies)  # every labelled strategy: the always_* rows
     p_eval = kway_params(strategies=tuple(names), budget=p.budget)
     table = strategy_table(names)
     kway_cols = [names.index(s) for s in p.strategies]
@@ -261,21 +162,17 @@ def kway_report(
     m = {k: v[rows] for k, v in m_all.items()}
     qv, x = qv_all[rows], x_all[rows]
     notes: list[str] = []
-    routers: dict[str, dict[str, Any]] = {}
-    zero = np.zeros(len(labels))
-    for j, s in enumerate(table):
-        routers[f"always_{s.name}"] = router_figures(np.full(len(labels), j), zero, m, table)
 
     # the k-way router's heads see only the configured strategies' columns
-    mk = _columns(m, kway_cols)
+    mk = columns(m, kway_cols)
     tk = [table[j] for j in kway_cols]
     frontier: list[dict[str, Any]] = []
-    chosen: dict[str, np.ndarray] = {}
+    per_budget: dict[float, np.ndarray] = {}
     ablation: dict[str, Any] = {}
     if protocol == "cv5":
         folds = np.array([fold_of(lab.query_id) for lab in labels])
         choice_k, per_budget, fold_routers = _oof_kway(x, mk, folds, tk, p, dataset, BUDGETS)
-        lat = _time_kway(fold_routers[0].bind(dataset, _graphs()), labels, qv)
+        lat = _time_kway(fold_routers[0].bind(dataset, graphs()), labels, qv)
         fixed = range(len(table))
         for b, ch in per_budget.items():
             picked = np.array([kway_cols[c] for c in ch])
@@ -284,7 +181,7 @@ def kway_report(
             # the fixed strategies' best mix at this point's own costs, paired on the queries
             hull, mixed = mixture_ceiling(m, fixed, fig["mean_ms"], fig["mean_passages"])
             got = m["recall"][np.arange(len(picked)), picked]
-            vs = paired_interval(got, mixed) if np.isfinite(hull) else None
+            vs = paired_bootstrap(got, mixed) if np.isfinite(hull) else None
             frontier.append(
                 {
                     "budget": b,
@@ -297,14 +194,14 @@ def kway_report(
             ablation = _ablation(dataset, labels, qv, mk, folds, tk, p)
             if set(p.strategies) != set(every.strategies):  # kway.route against them all
                 cols = [names.index(s) for s in every.strategies]
-                ma = _columns(m, cols)
+                ma = columns(m, cols)
                 pa = kway_params(budget=p.budget, route=())
                 ch_all, _, _ = _oof_kway(x, ma, folds, [table[j] for j in cols], pa, dataset)
                 picked = np.array([cols[c] for c in ch_all])
                 ablation["routing_every_strategy"] = router_figures(picked, lat, m, table)
             ablation["moonshot"] = _moonshot(x, m, folds, table, every, dataset, lat)
     else:
-        mk_all = _columns(m_all, kway_cols)
+        mk_all = columns(m_all, kway_cols)
         kr = _served_kway(dataset, p, protocol, x_all, mk_all, splits, tk, notes)
         served = kr
         if protocol == "all":
@@ -312,7 +209,7 @@ def kway_report(
             b = p.budget if budget is None else budget
             prices = (mk["ms"].mean(axis=0), mk["passages"].mean(axis=0))
             kr = calibrate_kway(served, x, b, p, notes, *prices)
-        kr.bind(dataset, _graphs())
+        kr.bind(dataset, graphs())
         lat = _time_kway(kr, labels, qv)
         choice_k = choose(kr.probs(x), kr.tau, kr.order, kr.fallback_ix)
         if protocol == "all" and ablate:
@@ -323,54 +220,26 @@ def kway_report(
                 [kway_cols[c] for c in choose(alt.probs(x), alt.tau, alt.order, alt.fallback_ix)]
             )
             ablation[f"transfer_{other}"] = router_figures(ch, lat, m, table)
-    choice = np.array([kway_cols[c] for c in choice_k])
-    routers["kway"] = router_figures(choice, lat, m, table)
-    chosen["kway"] = choice
-    records = {r.query_id: r for r in db_labels(dataset, label_params().rule, None)}
-    for kind in two_way:
-        try:
-            if protocol == "cv5":
-                graph = _two_way_oof(kind, dataset, labels, records)
-                lat2 = _two_way_latency(kind, dataset, labels, qv, notes)
-            else:
-                graph, lat2 = _two_way_champion(kind, dataset, labels, qv, protocol, notes)
-            chosen[kind] = _two_way_choice(graph, table)
-            routers[kind] = router_figures(chosen[kind], lat2, m, table)
-            if REWRITTEN_GRAPH in [s.name for s in table]:
-                # as served with the structural rewriter: every graph-bound query rewritten
-                # (router.structural_epsilon), so its graph side is graph+rw@5
-                rw = f"{kind}_rw"
-                chosen[rw] = _two_way_choice(graph, table, REWRITTEN_GRAPH)
-                routers[rw] = router_figures(chosen[rw], lat2, m, table)
-        except R2AError as e:
-            notes.append(f"{kind}: {e}")
-    if protocol == "cv5":
-        ablation["frontier_at_two_way_cost"] = _frontier_at(
-            {k: v for k, v in chosen.items() if k != "kway"}, routers, frontier, per_budget, m,
-            kway_cols,
-        )  # fmt: skip
-    ner_graph, ner_ms = _ner(labels, qv)
-    routers["ner"] = router_figures(_two_way_choice(ner_graph, table), ner_ms, m, table)
-    # the oracle over every labelled strategy, and over the ones kway routes among (its ceiling)
-    routers["oracle"] = router_figures(_oracle(m, table, range(len(table))), zero, m, table)
-    routers["oracle_routed"] = router_figures(_oracle(m, table, kway_cols), zero, m, table)
-    from r2adapter.adr.evaluate import merge_adr_rows  # ADR's routers (issue 16)
-
-    merge_adr_rows(dataset, protocol, [lab.query_id for lab in labels], routers, notes)
-    return {
-        "dataset": dataset,
-        "protocol": protocol,
-        "n_queries": len(labels),
-        "budget": p.budget,
-        "max_passages": p.max_passages,
-        "strategies": list(p.strategies),  # what kway routes among (kway.route)
-        "labelled_strategies": list(every.strategies),
-        "routers": routers,
-        "frontier": frontier,
-        "ablation": ablation,
-        "paired": _paired(chosen, m, table, routers),
-        "notes": notes,
-    }
+    return Plane(
+        dataset=dataset,
+        protocol=protocol,
+        query_ids=[lab.query_id for lab in labels],
+        questions=[lab.question for lab in labels],
+        qv=qv,
+        m=m,
+        table=table,
+        kway_cols=kway_cols,
+        budget=p.budget,
+        max_passages=p.max_passages,
+        strategies=list(p.strategies),
+        labelled_strategies=list(every.strategies),
+        kway_choice=np.array([kway_cols[c] for c in choice_k]),
+        kway_ms=lat,
+        frontier=frontier,
+        per_budget=per_budget,
+        ablation=ablation,
+        notes=notes,
+    )
 
 
 def _served_kway(dataset, p, protocol, x, mk, splits, tk, notes) -> KwayRouter:
@@ -453,102 +322,7 @@ def calibrate_kway(
     return router.with_thresholds(np.clip(router.tau + best[0], 0.0, 1.0))
 
 
-def _two_way_champion(kind, dataset, labels, qv, protocol, notes):
-    """A registered two-way champion's decisions, timed; on `all`, τ calibrated label-free to
-    its graph budget on the corpus's own questions."""
-    from r2adapter.registry.models import load_router
-    from r2adapter.route.kinds import TRAINED_ROUTERS
-
-    router, version = load_router(kind, "champion")
-    router.bind(dataset, _graphs())
-    if protocol == "all":
-        usage = router_params(TRAINED_ROUTERS[kind].backbone).max_graph_usage
-        tau = router.calibrate([lab.question for lab in labels], usage, qv)
-        notes.append(f"{kind}: champion v{version}, τ calibrated to {tau:.3f} (usage {usage})")
-    return _time_two_way(lambda q, v: bool(router.decide([q], v).graph[0]), labels, qv)
-
-
-def _graphs():
-    from r2adapter.retrieve.graph_index import GRAPHS
-
-    return GRAPHS
-
-
-def _oracle(m: dict[str, np.ndarray], table: Sequence[Strategy], cols: Sequence[int]) -> np.ndarray:
-    """Per query, the cheapest (mean ms, then passages) strategy reaching the best recall."""
-    c = np.asarray(cols)
-    mean_ms = m["ms"][:, c].mean(axis=0)
-    order = c[np.lexsort((m["passages"][:, c].mean(axis=0), mean_ms))]
-    best = m["recall"][:, c].max(axis=1)
-    out = np.zeros(len(best), dtype=int)
-    for i in range(len(best)):
-        out[i] = next(j for j in order if m["recall"][i, j] >= best[i] - 1e-9)
-    return out
-
-
-def _frontier_at(
-    two_way: dict[str, np.ndarray],
-    routers: dict[str, dict[str, Any]],
-    frontier: list[dict[str, Any]],
-    per_budget: dict[float, np.ndarray],
-    m: dict[str, np.ndarray],
-    kway_cols: Sequence[int],
-) -> dict[str, Any]:
-    """For each two-way router, kway's two frontier points around its mean ms: `within`,
-    the costliest budget at no more ms, and `above`, the cheapest budget over it (a
-    frontier point a few tenths of a ms dearer is the same cost within timing noise); each
-    paired with the router on the same queries."""
-    out: dict[str, Any] = {}
-    rows = np.arange(len(m["recall"]))
-    for name, ch in two_way.items():
-        ms = routers[name]["mean_ms"]
-        sides = {
-            "within": max(
-                (f for f in frontier if f["mean_ms"] <= ms + 1e-9),
-                key=lambda f: f["mean_ms"],
-                default=None,
-            ),
-            "above": min(
-                (f for f in frontier if f["mean_ms"] > ms + 1e-9),
-                key=lambda f: f["mean_ms"],
-                default=None,
-            ),
-        }
-        out[name] = {"router_recall": routers[name]["recall"], "router_ms": ms}
-        for side, f in sides.items():
-            if f is None:
-                out[name][side] = None
-                continue
-            picked = np.array([kway_cols[c] for c in per_budget[f["budget"]]])
-            out[name][side] = {
-                "budget": f["budget"],
-                "kway_recall": f["recall"],
-                "kway_ms": f["mean_ms"],
-                "paired": paired_interval(m["recall"][rows, picked], m["recall"][rows, ch]),
-            }
-    return out
-
-
 MOONSHOT_MS, MOONSHOT_PASSAGES = 0.7, 3.5  # of always-graph@5's mean ms; passages at most
-
-
-def budgeted_oracle(
-    m: dict[str, np.ndarray], cap_ms: float, cap_passages: float
-) -> tuple[float, np.ndarray]:
-    """The best mean recall a per-query choice among every labelled strategy reaches with
-    mean ms ≤ `cap_ms` and mean passages ≤ `cap_passages` (Lagrangian: each query takes
-    argmax recall − λ·ms − μ·passages, over a grid of λ, μ; the best feasible choice)."""
-    r, ms, ps = m["recall"], m["ms"], m["passages"]
-    rows = np.arange(len(r))
-    best: tuple[float, np.ndarray] = (float("-inf"), np.zeros(len(r), dtype=int))
-    for lam in np.concatenate([[0.0], np.geomspace(1e-4, 1.0, 60)]):
-        for mu in np.concatenate([[0.0], np.geomspace(1e-3, 1.0, 40)]):
-            ch = np.argmax(r - lam * ms - mu * ps - 1e-9 * ms, axis=1)
-            if ms[rows, ch].mean() <= cap_ms + 1e-9 and ps[rows, ch].mean() <= cap_passages:
-                got = float(r[rows, ch].mean())
-                if got > best[0]:
-                    best = (got, ch)
-    return best
 
 
 def _moonshot(x, m, folds, table, every: KwayParams, dataset, lat) -> dict[str, Any]:
@@ -564,7 +338,7 @@ def _moonshot(x, m, folds, table, every: KwayParams, dataset, lat) -> dict[str, 
     lo, hi = float(mean_ms.min()), float(mean_ms.max())
     budget = float(np.clip((cap_ms - lo) / (hi - lo), 0.0, 1.0))
     pa = kway_params(budget=budget, route=(), max_passages=MOONSHOT_PASSAGES)
-    ma = _columns(m, cols)
+    ma = columns(m, cols)
     ch, _, _ = _oof_kway(x, ma, folds, [table[j] for j in cols], pa, dataset)
     picked = np.array([cols[c] for c in ch])
     hull, _ = mixture_ceiling(m, range(len(table)), cap_ms, MOONSHOT_PASSAGES)
@@ -581,43 +355,6 @@ def _moonshot(x, m, folds, table, every: KwayParams, dataset, lat) -> dict[str, 
         "hull_recall": hull,
         "budgeted_oracle_recall": oracle,
     }
-
-
-def _two_way_oof(kind, dataset, labels, records) -> np.ndarray:
-    from r2adapter.evaluate.folds import two_way_oof
-
-    missing = [lab.query_id for lab in labels if lab.query_id not in records]
-    if missing:
-        raise R2AError(f"{len(missing)} queries have no two-way labels: run `r2a label`")
-    oof = two_way_oof(kind, [records[lab.query_id] for lab in labels], dataset)
-    return np.array(
-        [
-            oof[q]["p_graph"] - oof[q]["p_dense"] > oof[q]["tau"]
-            for q in (lab.query_id for lab in labels)
-        ]
-    )
-
-
-def _two_way_latency(kind, dataset, labels, qv, notes) -> np.ndarray:
-    """The registered champion's routing latency per query (the folds' routers are the same
-    network shape); without a champion, routing counts as free, and the note says so."""
-    from r2adapter.registry.models import load_router
-
-    try:
-        router, _ = load_router(kind, "champion")
-    except R2AError as e:
-        notes.append(f"{kind}: routing latency not measured ({e})")
-        return np.zeros(len(labels))
-    router.bind(dataset, _graphs())
-    _, ms = _time_two_way(lambda q, v: bool(router.decide([q], v).graph[0]), labels, qv)
-    return ms
-
-
-def _ner(labels, qv) -> tuple[np.ndarray, np.ndarray]:
-    from r2adapter.route.baselines import NERRouter
-
-    ner = NERRouter()
-    return _time_two_way(lambda q, v: bool(ner.decide([q]).graph[0]), labels, qv)
 
 
 def _ablation(dataset, labels, qv, mk, folds, tk, p: KwayParams) -> dict[str, Any]:
@@ -638,35 +375,4 @@ def _ablation(dataset, labels, qv, mk, folds, tk, p: KwayParams) -> dict[str, An
             "mean_ms": fig["mean_ms"],
             "mean_passages": fig["mean_passages"],
         }
-    return out
-
-
-def _paired(
-    chosen: dict[str, np.ndarray],
-    m: dict[str, np.ndarray],
-    table: Sequence[Strategy],
-    routers: dict[str, dict[str, Any]],
-) -> dict[str, Any]:
-    """kway against each router and the best fixed strategies, paired on the same queries;
-    and against the fixed strategies' hull (the best random mix of them) at kway's own mean
-    ms and mean passages."""
-    if "kway" not in chosen:
-        return {}
-    rows = np.arange(len(chosen["kway"]))
-    kr = m["recall"][rows, chosen["kway"]]
-    out: dict[str, Any] = {}
-    for name, ch in chosen.items():
-        if name != "kway":
-            out[f"kway_vs_{name}"] = paired_interval(kr, m["recall"][rows, ch])
-    for j, s in enumerate(table):
-        if s.name in ("graph@5", "catrag@5"):
-            out[f"kway_vs_always_{s.name}"] = paired_interval(kr, m["recall"][:, j])
-    k = routers["kway"]
-    ceiling, mixed = mixture_ceiling(m, range(len(table)), k["mean_ms"], k["mean_passages"])
-    out["hull_at_kway_cost"] = {
-        "hull_recall": ceiling if np.isfinite(ceiling) else None,
-        "kway_recall": k["recall"],
-        "gap": k["recall"] - ceiling if np.isfinite(ceiling) else None,
-        "paired": paired_interval(kr, mixed) if np.isfinite(ceiling) else None,
-    }
     return out

@@ -20,20 +20,17 @@ import numpy as np
 
 from r2adapter.config import kway_params
 from r2adapter.errors import R2AError
-from r2adapter.kway.cascade import choose
-from r2adapter.kway.evaluate import (
-    _columns,
-    _embed,
-    _features,
-    _fit,
-    _graphs,
-    _oracle,
-    _paired,
-    _time_kway,
-    _with_two_way,
-    calibrate_kway,
+from r2adapter.evaluate.routing_report import (
+    columns,
+    graphs,
+    oracle_choice,
+    paired_rows,
     router_figures,
+    with_two_way,
 )
+from r2adapter.evaluate.stats import paired_bootstrap
+from r2adapter.kway.cascade import choose
+from r2adapter.kway.evaluate import _embed, _features, _fit, _time_kway, calibrate_kway
 from r2adapter.kway.labels import outcome_matrix, read_strategy_labels, strategy_label_path
 from r2adapter.kway.strategies import strategy_table
 
@@ -54,7 +51,7 @@ def loco_report(
         raise R2AError(f"--budget must be in [0, 1], not {budget}")
     every = kway_params() if budget is None else kway_params(budget=budget)
     p = every.routed()
-    names = _with_two_way(every.strategies)
+    names = with_two_way(every.strategies)
     p_eval = kway_params(strategies=tuple(names), budget=p.budget)
     table = strategy_table(names)
     cols = [names.index(s) for s in p.strategies]
@@ -74,7 +71,7 @@ def loco_report(
         labs = read_strategy_labels(c, p_eval)
         qv = _embed(labs)
         xs.append(_features(c, p.features, labs, qv))
-        ms.append(_columns(outcome_matrix(labs, table), cols))
+        ms.append(columns(outcome_matrix(labs, table), cols))
         splits.extend(lab.split for lab in labs)
         sizes[c] = len(labs)
     x_tr = np.vstack(xs)
@@ -91,10 +88,10 @@ def loco_report(
     m = outcome_matrix(labels, table)
     qv = _embed(labels)
     x = _features(dataset, p.features, labels, qv)
-    mk = _columns(m, cols)
+    mk = columns(m, cols)
     prices = (mk["ms"].mean(axis=0), mk["passages"].mean(axis=0))
     kr = calibrate_kway(router, x, p.budget, p, notes, *prices)
-    kr.bind(dataset, _graphs())
+    kr.bind(dataset, graphs())
     lat = _time_kway(kr, labels, qv)
     choice = np.array([cols[c] for c in choose(kr.probs(x), kr.tau, kr.order, kr.fallback_ix)])
     zero = np.zeros(len(labels))
@@ -103,9 +100,9 @@ def loco_report(
         for j, s in enumerate(table)
     }
     routers["kway"] = router_figures(choice, lat, m, table)
-    routers["oracle"] = router_figures(_oracle(m, table, range(len(table))), zero, m, table)
-    routers["oracle_routed"] = router_figures(_oracle(m, table, cols), zero, m, table)
-    paired = _paired({"kway": choice}, m, table, routers)
+    routers["oracle"] = router_figures(oracle_choice(m, table, range(len(table))), zero, m, table)
+    routers["oracle_routed"] = router_figures(oracle_choice(m, table, cols), zero, m, table)
+    paired = paired_rows({"kway": choice}, m, table, routers)
     paired.update(best_fixed_comparison(choice, m, table, routers))
     return {
         "dataset": dataset,
@@ -129,8 +126,6 @@ def best_fixed_comparison(
 ) -> dict[str, Any]:
     """kway against the best fixed strategy that hands the reader no more passages (the
     issue's target: recall ≥ its − .005 at ≤ 1.05× its mean ms), paired."""
-    from r2adapter.kway.evaluate import paired_interval
-
     k = routers["kway"]
     fair = [
         (j, s)
@@ -156,6 +151,6 @@ def best_fixed_comparison(
             "kway_recall": k["recall"],
             "kway_mean_ms": k["mean_ms"],
             "ms_ratio": k["mean_ms"] / best["mean_ms"] if best["mean_ms"] > 0 else None,
-            "paired": paired_interval(m["recall"][rows, choice], m["recall"][:, j]),
+            "paired": paired_bootstrap(m["recall"][rows, choice], m["recall"][:, j]),
         }
     }
