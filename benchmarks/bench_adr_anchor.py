@@ -130,7 +130,7 @@ def main() -> None:
     require_db()
     from r2adapter.adr.operators import OPERATORS
     from r2adapter.errors import R2AError
-    from r2adapter.kway.evaluate import paired_interval
+    from r2adapter.evaluate.stats import paired_bootstrap as paired_interval
 
     try:
         labels, timing = label_both(args.dataset, 4 if args.quick else 1)

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from r2adapter.config import label_params  # noqa: E402
 from r2adapter.data.metrics import full_chain, recall_at_k  # noqa: E402
-from r2adapter.kway.evaluate import paired_interval  # noqa: E402
+from r2adapter.evaluate.stats import paired_bootstrap as paired_interval  # noqa: E402
 
 
 def _run(retriever: Any, enc: Any, texts: list[str], questions: list[str]) -> list[list[str]]:

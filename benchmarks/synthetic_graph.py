@@ -13,6 +13,10 @@ names) in hundreds. Passages are generated one block at a time:
   synonym threshold).
 
 Node numbering follows the index: entities 0..E−1, then passages E..E+P−1.
+
+`synthetic_index` turns one into the library's in-memory index (`GraphIndex`, what
+`load_graph_index` builds from Postgres) with embeddings shaped like sentence embeddings,
+so the graph retriever's own seeding and PPR run on it unchanged.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -149,4 +154,73 @@ def synthetic_graph(
         [pe_e[starts[i] : starts[i + 1]] for i in sample],
         np.bincount(pe_e, minlength=n_e).astype(np.float64),
         f_p.astype(np.int32),
+    )
+
+
+LATENT = 32  # the synthetic embeddings' intrinsic dimension
+
+
+def corpus_embeddings(
+    g: SyntheticGraph, dim: int, rng: np.random.Generator, chunk: int = 500_000
+) -> tuple[np.ndarray, np.ndarray]:
+    """Unit float32 embeddings (as the index holds them) for passages and facts, shaped
+    like sentence embeddings: passages around topic centres in a LATENT-d space, each fact
+    near its passage's latent point, both projected to `dim` with noise (a pool of noise
+    rows, reused: drawing tens of millions × dim normals would dominate the benchmark)."""
+    topics = rng.standard_normal((max(g.n_passages // 200, 8), LATENT)).astype(np.float32)
+    basis = rng.standard_normal((LATENT, dim)).astype(np.float32) / np.sqrt(LATENT)
+    pool = 0.3 * rng.standard_normal((65_536, dim)).astype(np.float32)
+    latent = topics[rng.integers(0, len(topics), g.n_passages)]
+    latent += 0.6 * rng.standard_normal(latent.shape).astype(np.float32)
+
+    def table(n: int, latent_of: Any) -> np.ndarray:
+        out = np.empty((n, dim), dtype=np.float32)
+        for lo in range(0, n, chunk):
+            z = latent_of(lo, min(lo + chunk, n))
+            x = z @ basis + pool[rng.integers(0, len(pool), len(z))]
+            x /= np.linalg.norm(x, axis=1, keepdims=True)
+            out[lo : lo + len(z)] = x
+        return out
+
+    def fact_latent(lo: int, hi: int) -> np.ndarray:
+        fp = g.fact_passage[lo:hi]
+        return latent[fp] + 0.4 * rng.standard_normal((len(fp), LATENT)).astype(np.float32)
+
+    return table(g.n_passages, lambda lo, hi: latent[lo:hi]), table(g.n_facts, fact_latent)
+
+
+def synthetic_index(
+    g: SyntheticGraph,
+    transition: Any,
+    passage_emb: np.ndarray,
+    fact_emb: np.ndarray,
+    fact_ends: np.ndarray,
+    encoder: str,
+) -> Any:
+    """The library's `GraphIndex` over a synthetic graph: its transition (built by the
+    caller, `Transition.from_edges`, as the loader does), embeddings, fact ends and the
+    passages per entity (HippoRAG 2's divisor); no edge list (only graph strategies at the
+    stored edge scales run on it) and no Postgres behind it."""
+    from r2adapter.retrieve.graph_index import GraphIndex
+    from r2adapter.store.graph_store import IndexVersion
+
+    version = IndexVersion(
+        0,
+        "synthetic",
+        encoder,
+        int(passage_emb.shape[1]),
+        "synthetic",
+        "",
+        {"passages": g.n_passages, "entities": g.n_entities, "facts": g.n_facts},
+    )
+    return GraphIndex(
+        version,
+        g.n_entities,
+        [f"p{i}" for i in range(g.n_passages)],
+        [""] * g.n_passages,
+        passage_emb,
+        fact_emb,
+        fact_ends,
+        g.entity_passages,
+        transition,
     )

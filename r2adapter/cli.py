@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from r2adapter.adr.strategies import register as register_adr_strategies
 from r2adapter.config import pipeline_dataset
 from r2adapter.errors import R2AError
+from r2adapter.evaluate.retrieval import VARIANTS as RETRIEVAL_VARIANTS
 from r2adapter.index.openie import OPENIE_BACKENDS
 from r2adapter.label.rules import RULES
 from r2adapter.loop import ROUTERS as LOOP_ROUTERS
@@ -179,9 +180,10 @@ def _evaluate_retrieval(args: argparse.Namespace) -> int:
     from r2adapter.evaluate.reports import RetrievalReport
 
     modes, ablate = args.mode or None, args.ablate or ()
-    if args.rewrite == "none":
+    variants = args.variant or ()
+    if args.rewrite == "none" and not variants:
         figures = steps.evaluate_retrieval(args.dataset, modes, ablate, args.ppr)
-    else:  # graph retrieval on the rewritten query (issue 15)
+    else:  # graph retrieval on the rewritten query (issue 15), or named variants
         from r2adapter.data.adapters import dataset_name
         from r2adapter.evaluate.retrieval import evaluate_retrieval
 
@@ -193,6 +195,7 @@ def _evaluate_retrieval(args: argparse.Namespace) -> int:
             modes=modes,
             ablate=ablate,
             ppr=args.ppr,
+            variants=variants,
         )
     report = RetrievalReport(figures).to_report()
     if _emit(args, report):
@@ -204,6 +207,7 @@ def _evaluate_retrieval(args: argparse.Namespace) -> int:
             f"  rewrite {rw['backend']}: parsed {rw['parsed']:.1%}, fallbacks {rw['fallbacks']}, "
             f"p50 {rw['ms_p50']:.2f} ms, p95 {rw['ms_p95']:.2f} ms (graph only)"
         )
+    width = max([6, *(len(name) for name in report["modes"])])
     for mode, m in report["modes"].items():
         hubs = (
             f"  hub mass {m['hub_mass']:.3f}  strength {m['ppr_weighted_strength']:.0f}"
@@ -214,7 +218,7 @@ def _evaluate_retrieval(args: argparse.Namespace) -> int:
         aic = m.get("answer_in_context@5")
         answer = f"  answer-in-context@5 {aic:.3f}" if aic is not None else ""
         print(
-            f"  {mode:<6} R@2 {m['recall@2']:.3f}  R@5 {m['recall@5']:.3f}  "
+            f"  {mode:<{width}} R@2 {m['recall@2']:.3f}  R@5 {m['recall@5']:.3f}  "
             f"FCR@2 {m['fcr@2']:.3f}  FCR@5 {m['fcr@5']:.3f}{answer}  "
             f"p50 {m['latency_ms_p50']:.1f} ms  p95 {m['latency_ms_p95']:.1f} ms{hubs}{off}"
         )
@@ -687,6 +691,14 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["local", "exact"],
         default=None,
         help="force the PPR solver of graph strategies (default: graph.ppr_solver in params.yaml)",
+    )
+    er.add_argument(
+        "--variant",
+        action="append",
+        choices=["all", *RETRIEVAL_VARIANTS],
+        help="a named retriever variant instead of --mode (GraphParams overrides, catrag "
+        "ablations, tier sources: r2adapter/evaluate/retrieval.py VARIANTS; repeat for "
+        "several; all: the default ones)",
     )
     er.set_defaults(func=_evaluate_retrieval)
     eo = esub.add_parser("routing", help="routers side by side on a labelled split")

@@ -1,19 +1,25 @@
 """`r2a evaluate retrieval`: every retrieval strategy (dense, graph, catrag; or a subset)
 on a dataset's complete-gold queries; with `rewrite`, the graph strategies run on q′ for
 every query the rewriter parses (issue 15). Graph strategies also report where their PPR
-mass sits (hub mass, PPR-weighted strength: CatRAG §6)."""
+mass sits (hub mass, PPR-weighted strength: CatRAG §6).
+
+`variants` evaluates named variants of a retriever instead of the strategies (`VARIANTS`:
+a strategy with `GraphParams` overrides, catrag ablations and how its tier source is made:
+`r2a evaluate retrieval --variant NAME`); `per_query` adds each run's per-query figures, in
+query order, for paired statistics over the same queries (benchmarks/bench_catrag.py)."""
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
 from tqdm import tqdm
 
-from r2adapter.config import graph_params
+from r2adapter.config import GraphParams, graph_params
 from r2adapter.data.metrics import answer_in_context, full_chain, percentile, recall_at_k
 from r2adapter.data.schema import Query
 from r2adapter.errors import R2AError
@@ -24,6 +30,114 @@ from r2adapter.store.graph_store import require_version
 from r2adapter.store.queries import stored_queries
 
 DEPTH = 5
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A retriever variant: `strategy` with `params` (GraphParams field → value, over
+    params.yaml's `graph:`) and catrag's `ablate`d components; `tiers` says how catrag's
+    tier source is made beyond `params`: "" (as `params` say), `cross_fitted` (the learned
+    source out of fold: each query scored by the tier model fitted on the stored queries
+    outside its fold, `catrag_train.cross_fitted`) or `oracle` (tiers read off the answer
+    key, `OracleTiers`: a ceiling, not a method). `default`: in `variants=("all",)`."""
+
+    strategy: str
+    params: dict[str, Any] = field(default_factory=dict)
+    ablate: tuple[str, ...] = ()
+    tiers: str = ""
+    default: bool = True
+
+
+# the named variants (benchmarks/bench_catrag.py's table; docs/retrieval.md, "CatRAG")
+VARIANTS: dict[str, Variant] = {
+    "graph": Variant("graph"),
+    "graph_hipporag2_weights": Variant(
+        "graph", {"fact_edge_scale": 2.0, "synonym_edge_scale": 2.0}
+    ),
+    "graph_averaged_seeds": Variant("graph", {"seed_weighting": "averaged"}),
+    "catrag": Variant("catrag"),
+    "catrag_embedding_match": Variant("catrag", {"entity_match": "embedding"}),
+    "catrag_no_anchoring": Variant("catrag", ablate=("anchoring",)),
+    "catrag_no_edges": Variant("catrag", ablate=("edges",)),
+    "catrag_no_keyfact": Variant("catrag", ablate=("keyfact",)),
+    "catrag_anchoring_only": Variant("catrag", ablate=("edges", "keyfact")),
+    "catrag_learned_cv5": Variant("catrag", {"tier_source": "learned"}, tiers="cross_fitted"),
+    # through the configured LLM (R2A_LLM_*, else the local model), a budget of 60 s a
+    # query (which the local CPU model can meet: its cost is the figure); only when named
+    "catrag_llm": Variant("catrag", {"tier_source": "llm", "llm_timeout_s": 60.0}, default=False),
+    "graph_fact_filter_llm": Variant(
+        "graph", {"fact_filter": "llm", "llm_timeout_s": 60.0}, default=False
+    ),
+    # Stage II's ceiling: tiers read off the gold; not a method, so only when named
+    "catrag_oracle_tiers": Variant("catrag", tiers="oracle", default=False),
+}
+TIER_KINDS = ("", "cross_fitted", "oracle")
+# the per-query figures `per_query` returns (answer-in-context over the queries with answers)
+PER_QUERY = ("recall@2", "recall@5", "fcr@2", "fcr@5", "answer_in_context@5")
+
+
+def check_variants(names: Sequence[str]) -> tuple[str, ...]:
+    """Known variant names, in the order given, once each; "all": the default ones."""
+    out: list[str] = []
+    for name in names:
+        if name == "all":
+            out += [v for v, spec in VARIANTS.items() if spec.default]
+        elif name in VARIANTS:
+            out.append(name)
+        else:
+            raise R2AError(
+                f"unknown retrieval variant {name!r}: choose from all, {', '.join(VARIANTS)}"
+            )
+    return tuple(dict.fromkeys(out))
+
+
+def variant_params(name: str, base: GraphParams | None = None) -> GraphParams:
+    """The variant's GraphParams: `base` (params.yaml's) with its overrides, checked."""
+    spec = VARIANTS[name]
+    try:
+        p = replace(base or graph_params(), **spec.params)
+    except TypeError as e:
+        raise R2AError(f"variant {name!r}: {e}") from None
+    p.check()
+    return p
+
+
+def oracle_tiers(params: GraphParams) -> Any:
+    """Stage II with the answer key (the variant `catrag_oracle_tiers`): `gold` (the
+    query's gold-passage entities, set before each query) direct, every other kept
+    neighbour irrelevant: what perfect tiers with the paper's multipliers could do."""
+    from r2adapter.retrieve.catrag_tiers import TierSource
+
+    class OracleTiers(TierSource):
+        name = "oracle"
+        gold = np.zeros(0, dtype=np.int64)
+
+        def tiers(self, q: Any, t: Any) -> np.ndarray:
+            return np.where(np.isin(t.nbrs, self.gold), 3, 0)
+
+    return OracleTiers(params)
+
+
+@dataclass
+class _Run:
+    """One evaluated retriever: `retriever` (or `pick` choosing one per query: a fold's,
+    the oracle's with the query's gold set), and what its row reports besides."""
+
+    retriever: Any
+    pick: Callable[[Query], Retriever] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    parts: list[Any] = field(default_factory=list)  # every retriever `pick` may return
+
+    @property
+    def fallbacks(self) -> int:
+        return sum(int(getattr(r, "fallbacks", 0)) for r in self.parts or [self.retriever])
+
+    def stats(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for r in self.parts or [self.retriever]:
+            for k, v in (r.stats() if hasattr(r, "stats") else {}).items():
+                out[k] = out.get(k, 0) + v if isinstance(v, int | float) else v
+        return out
 
 
 @dataclass(frozen=True)
@@ -43,18 +157,21 @@ def run_retriever(
     desc: str = "",
     rewrite: Any = None,
     own_embedding: bool = False,
+    pick: Callable[[Query], Retriever] | None = None,
 ) -> RankedRun:
     """`rewrite`: a callable query → RewriteResult; its q′ is retrieved instead, and its
     time counts in the latency (a caller waits for it). `own_embedding`: q′ is retrieved
     on q's embedding, as the adapter serves a structural rewrite (its triplets seed the
-    walk; r2adapter/adapter.py), and as the k-way labels time graph+rw."""
+    walk; r2adapter/adapter.py), and as the k-way labels time graph+rw. `pick`: the
+    retriever of each query (a fold's, out of fold), else `retriever`."""
     enc = get_encoder()
     ranked, latency, context = {}, {}, {}
     for q in tqdm(queries, desc=desc or f"retrieve {retriever.mode}", unit="query"):
+        r = pick(q) if pick is not None else retriever  # not in the query's time
         t = time.perf_counter()  # includes encoding the query: what a caller waits for
         text = rewrite(q.question).rewritten if rewrite is not None else q.question
         vec = enc.encode_query(q.question if own_embedding else text)
-        hits = retriever.retrieve(text, depth, qvec=vec)
+        hits = r.retrieve(text, depth, qvec=vec)
         latency[q.id] = (time.perf_counter() - t) * 1000
         ranked[q.id] = [h.passage_id for h in hits]
         context[q.id] = "\n".join(f"{h.title}\n{h.text}" for h in hits[:5])
@@ -130,6 +247,61 @@ class Structure:
         return out
 
 
+def per_query_figures(run: RankedRun, queries: list[Query]) -> dict[str, list[float]]:
+    """`PER_QUERY`'s figures of every query, in `queries`' order (answer-in-context over
+    the queries that carry answers, in the same order): the paired statistics' input."""
+    out: dict[str, list[float]] = {
+        "recall@2": [recall_at_k(run.ranked[q.id], q.gold_passage_ids, 2) for q in queries],
+        "recall@5": [recall_at_k(run.ranked[q.id], q.gold_passage_ids, 5) for q in queries],
+        "fcr@2": [float(full_chain(run.ranked[q.id], q.gold_passage_ids, 2)) for q in queries],
+        "fcr@5": [float(full_chain(run.ranked[q.id], q.gold_passage_ids, 5)) for q in queries],
+    }
+    with_answers = [q for q in queries if q.answers]
+    if with_answers and run.context:
+        out["answer_in_context@5"] = [
+            float(
+                answer_in_context(
+                    run.context.get(q.id, ""), q.answers, run.ranked[q.id], q.gold_passage_ids, 5
+                )
+            )
+            for q in with_answers
+        ]
+    return out
+
+
+def _variant_run(name: str, dataset: str, options: dict[str, Any], progress: bool) -> _Run:
+    """The retriever(s) of variant `name`: one, or one per fold (`cross_fitted`), or one
+    whose oracle tiers read each query's gold (`oracle`)."""
+    spec = VARIANTS[name]
+    params = options["params"]
+    if spec.tiers == "cross_fitted":
+        from r2adapter.data.splits import fold_of
+        from r2adapter.retrieve.catrag import similarity_retriever
+        from r2adapter.retrieve.catrag_tiers import LearnedTiers
+        from r2adapter.retrieve.catrag_train import cross_fitted
+
+        models = cross_fitted(similarity_retriever(dataset, params), progress=progress)
+        by_fold = {
+            k: make_retriever(spec.strategy, dataset, tiers=LearnedTiers(params, m), **options)
+            for k, m in models.items()
+        }
+        first = next(iter(by_fold.values()))
+        extra = {"out_of_fold": True, "fold_models": {k: m.to_json() for k, m in models.items()}}
+        return _Run(first, lambda q: by_fold[fold_of(q.id)], extra, list(by_fold.values()))
+    if spec.tiers == "oracle":
+        from r2adapter.retrieve.catrag_train import gold_entities
+
+        oracle = oracle_tiers(params)
+        r = make_retriever(spec.strategy, dataset, tiers=oracle, **options)
+
+        def with_gold(q: Query) -> Retriever:
+            oracle.gold = gold_entities(r.cache.get(dataset), q.gold_passage_ids)  # type: ignore[attr-defined]
+            return r
+
+        return _Run(r, with_gold)
+    return _Run(make_retriever(spec.strategy, dataset, **options))
+
+
 def evaluate_retrieval(
     dataset: str,
     rewrite: str = "none",
@@ -137,12 +309,21 @@ def evaluate_retrieval(
     modes: Sequence[str] | None = None,
     ablate: Sequence[str] = (),
     ppr: str | None = None,
+    variants: Sequence[str] = (),
+    per_query: bool = False,
+    limit: int | None = None,
 ) -> dict[str, object]:
     """`rewrite`: none, or the rewriter backend whose q′ the graph strategies run on (dense
     keeps the query: Algorithm 1 rewrites for the graph); `seed_triplets`: q′'s triplets
     also seed PPR (GraphRetriever's option); `modes`: a subset of the strategies (all when
     None); `ablate`: catrag components turned off (catrag.ABLATIONS); `ppr`: local or
-    exact forces the graph strategies' PPR solver (None: graph.ppr_solver)."""
+    exact forces the graph strategies' PPR solver (None: graph.ppr_solver).
+
+    `variants`: named retriever variants (`VARIANTS`; "all": the default ones) evaluated
+    instead of `modes`, each reported under its name with its strategy, overrides and
+    ablations (not with `modes` or `ablate`: a variant names its own). `per_query`: the
+    report adds `query_ids` and `per_query` (run → `PER_QUERY` figure → values in that
+    order). `limit`: the first N complete-gold queries only."""
     if ppr not in (None, "local", "exact"):
         raise R2AError(f"ppr must be local or exact, not {ppr!r}")
     params = replace(graph_params(), ppr_solver=ppr) if ppr else None
@@ -150,12 +331,24 @@ def evaluate_retrieval(
 
     if rewrite not in REWRITE_CHOICES:
         raise ValueError(f"rewrite must be one of {REWRITE_CHOICES}, not {rewrite!r}")
+    chosen_variants = check_variants(variants)
+    if chosen_variants and (modes or ablate):
+        raise R2AError("--variant names its strategy and ablations: leave out --mode and --ablate")
     chosen = check_strategies(modes)
     ablations = check_ablations(ablate)
     if ablations and "catrag" not in chosen:
         raise R2AError("--ablate turns catrag components off: include catrag in --mode")
+    # (report name, strategy, variant or None) in the report's order
+    runs: list[tuple[str, str, str | None]] = (
+        [(v, VARIANTS[v].strategy, v) for v in chosen_variants]
+        if chosen_variants
+        else [(m, m, None) for m in chosen]
+    )
+    variant_params_ = {v: variant_params(v, params) for v in chosen_variants}
     version = require_version(dataset)
     queries = stored_queries(dataset)
+    if limit:
+        queries = queries[:limit]
     rewriter = None
     if rewrite != "none":
         from r2adapter.rewrite import Rewriter
@@ -163,7 +356,7 @@ def evaluate_retrieval(
         rewriter = Rewriter(backend=rewrite)
         rewriter.warmup()  # a model or parser load is not a rewrite's time
     results: list[Any] = []
-    first_graph = next((m for m in chosen if m in GRAPH_STRATEGIES), None)
+    first_graph = next((name for name, m, _ in runs if m in GRAPH_STRATEGIES), None)
 
     def rewrite_one(question: str, record: bool) -> Any:
         res = rewriter.rewrite(question)  # type: ignore[union-attr]
@@ -172,39 +365,61 @@ def evaluate_retrieval(
         return res
 
     out: dict[str, dict[str, Any]] = {}
-    for mode in chosen:
+    figures_by_run: dict[str, dict[str, list[float]]] = {}
+    for name, mode, variant in runs:
         graph_like = mode in GRAPH_STRATEGIES
         options: dict[str, Any] = {"seed_triplets": seed_triplets} if graph_like else {}
-        if graph_like and params is not None:
-            options["params"] = params
+        run_params = variant_params_[variant] if variant is not None else params
+        if graph_like and run_params is not None:
+            options["params"] = run_params
         if mode == "catrag":
-            options["ablate"] = ablations
-        retriever = make_retriever(mode, dataset, **options)
+            options["ablate"] = VARIANTS[variant].ablate if variant is not None else ablations
+        ev = (
+            _variant_run(variant, dataset, options, progress=True)
+            if variant is not None
+            else _Run(make_retriever(mode, dataset, **options))
+        )
         structure = Structure()
-        if graph_like:
-            retriever.observe = structure  # type: ignore[attr-defined]
-        if hasattr(retriever, "warmup"):
-            retriever.warmup()  # spaCy and per-index maps load once, not in a query's time
+        for r in ev.parts or [ev.retriever]:
+            if graph_like:
+                r.observe = structure
+            if hasattr(r, "warmup"):
+                r.warmup()  # spaCy and per-index maps load once, not in a query's time
         rw = None
         if rewriter is not None and graph_like:
-            record = mode == first_graph
+            record = name == first_graph
 
             def rw(question: str, record: bool = record) -> Any:
                 return rewrite_one(question, record)
 
         own = rw is not None and rewrite == "structural"  # as served (adapter.py)
-        run = run_retriever(retriever, queries, DEPTH, rewrite=rw, own_embedding=own)
-        m: dict[str, Any] = summarize(run, queries)
+        run = run_retriever(
+            ev.retriever,
+            queries,
+            DEPTH,
+            desc=f"retrieve {name}",
+            rewrite=rw,
+            own_embedding=own,
+            pick=ev.pick,
+        )
+        m: dict[str, Any] = {}
+        if variant is not None:
+            spec = VARIANTS[variant]
+            m.update({"strategy": mode, "params": dict(spec.params), "ablate": list(spec.ablate)})
+        m.update(summarize(run, queries))
         if graph_like:
-            m["fallbacks"] = retriever.fallbacks  # type: ignore[attr-defined]
+            m["fallbacks"] = ev.fallbacks
             m.update(structure.summary())
             # the LLM steps' counts (fact filter, tier judge): calls, fallbacks by reason
-            m.update(retriever.stats())  # type: ignore[attr-defined]
+            m.update(ev.stats())
         if mode == "catrag":  # graph.catrag_ablate and --ablate
-            m["ablate"] = list(retriever.ablate)  # type: ignore[attr-defined]
-        out[mode] = m
+            m["ablate"] = list(ev.retriever.ablate)
+        m.update(ev.extra)
+        out[name] = m
+        if per_query:
+            figures_by_run[name] = per_query_figures(run, queries)
     p = params or graph_params()
-    return {
+    report: dict[str, object] = {
         "dataset": dataset,
         "n_queries": len(queries),
         "ppr": {"solver": p.ppr_solver, "r_max": p.ppr_r_max},
@@ -216,6 +431,13 @@ def evaluate_retrieval(
             **_decomposition(dataset, queries, results, rewrite),
         },
     }
+    if chosen_variants:
+        report["variants"] = list(chosen_variants)
+    if per_query:
+        report["query_ids"] = [q.id for q in queries]
+        report["answer_query_ids"] = [q.id for q in queries if q.answers]
+        report["per_query"] = figures_by_run
+    return report
 
 
 def _decomposition(
