@@ -150,7 +150,7 @@ def evaluate_kway(
     two_way: Sequence[str] | None = None,
 ) -> dict[str, object]:
     """Every router and strategy on the quality–cost plane (`r2a evaluate routing
-    --protocol`); saved (JSON and plot under benchmarks/results/) and logged to MLflow. The
+    --protocol`); saved (JSON and plot under reports/routing/) and logged to MLflow. The
     report (r2adapter/evaluate/routing_report.py `plane_report`) is handed its routers
     here: the k-way family's plane, the two-way champions, ADR's rows."""
     from r2adapter.adr.evaluate import merge_adr_rows

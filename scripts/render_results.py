@@ -789,7 +789,7 @@ def routing_bench(page: Page) -> None:
 
 def kway(page: Page) -> None:
     page.h(2, "The k-way cost-aware router (`r2a evaluate routing`)")
-    rel = "benchmarks/results/kway_2wikimultihopqa_cv5.json"
+    rel = "reports/routing/kway_2wikimultihopqa_cv5.json"
 
     def cv5(d: dict[str, Any]) -> None:
         page.para(
@@ -857,9 +857,9 @@ def kway(page: Page) -> None:
 
     page.section(3, "2Wiki, out of fold", rel, cv5)
     for title, rel in (
-        ("2Wiki, the frozen test split", "benchmarks/results/kway_2wikimultihopqa_test.json"),
-        ("MuSiQue, a corpus it never saw", "benchmarks/results/kway_musique_all.json"),
-        ("HotpotQA, a corpus it never saw", "benchmarks/results/kway_hotpotqa_all.json"),
+        ("2Wiki, the frozen test split", "reports/routing/kway_2wikimultihopqa_test.json"),
+        ("MuSiQue, a corpus it never saw", "reports/routing/kway_musique_all.json"),
+        ("HotpotQA, a corpus it never saw", "reports/routing/kway_hotpotqa_all.json"),
     ):
 
         def body(d: dict[str, Any]) -> None:

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from r2adapter import demo
-from r2adapter.demo import free_port
 from r2adapter.errors import R2AError
+from r2adapter.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 R2A = [sys.executable, "-m", "r2adapter.cli"]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from r2adapter.demo import free_port
+from r2adapter.processes import free_port
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.integration  # the embedded Postgres

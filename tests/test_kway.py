@@ -360,7 +360,7 @@ def test_cv5_report_names_every_router_and_strategy(kway_env: dict[str, str]) ->
     shot = rep["ablation"]["moonshot"]  # the moonshot's point, measured with its ceilings
     assert shot["target"]["recall"] == pytest.approx(routers["always_graph@5"]["recall"])
     assert shot["target"]["mean_passages"] == 3.5 and "budgeted_oracle_recall" in shot
-    assert (Path(kway_env["R2A_HOME"]) / "benchmarks/results/kway_musmini_cv5.png").is_file()
+    assert (Path(kway_env["R2A_HOME"]) / "reports/routing/kway_musmini_cv5.png").is_file()
 
 
 @pytest.mark.integration

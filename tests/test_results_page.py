@@ -83,7 +83,7 @@ def test_the_renderer_succeeds_and_names_its_sources(rendered: str) -> None:
     for rel in (
         "reports/eval/retrieval.json",
         "reports/eval/routing.json",
-        "benchmarks/results/kway_2wikimultihopqa_cv5.json",
+        "reports/routing/kway_2wikimultihopqa_cv5.json",
         "benchmarks/results/catrag.json",
         "benchmarks/results/scale.json",
     ):
@@ -95,7 +95,7 @@ def test_the_renderer_succeeds_and_names_its_sources(rendered: str) -> None:
     [
         "reports/eval/retrieval.json",
         "reports/eval/routing.json",
-        "benchmarks/results/kway_2wikimultihopqa_cv5.json",
+        "reports/routing/kway_2wikimultihopqa_cv5.json",
         "benchmarks/results/catrag.json",
         "benchmarks/results/scale.json",
         "benchmarks/results/hardening2_mixed.json",

@@ -1,4 +1,4 @@
-"""The k-way report saved beside the benchmarks and logged to MLflow (one run per report)."""
+"""The k-way report saved under reports/routing/ and logged to MLflow (one run per report)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ LOGGED = ("recall", "fcr", "mean_passages", "mean_tokens", "mean_ms", "graph_usa
 
 
 def save_and_log(report: dict[str, Any]) -> dict[str, str]:
-    """benchmarks/results/kway_<dataset>_<protocol>.{json,png}; an MLflow run in the
+    """reports/routing/kway_<dataset>_<protocol>.{json,png}; an MLflow run in the
     routers' experiment with each router's figures as metrics and both files as artifacts."""
     from r2adapter.kway.plots import plot_frontier
 
-    root = settings().root / "benchmarks" / "results"
+    root = settings().root / "reports" / "routing"
     stem = f"kway_{report['dataset']}_{report['protocol']}"
     js, png = root / f"{stem}.json", root / f"{stem}.png"
     root.mkdir(parents=True, exist_ok=True)

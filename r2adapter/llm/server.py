@@ -12,7 +12,7 @@ project dependency; `make llm-server` installs it (pinned) into .venv. Without i
 
 The server runs in its own process group (stopped with SIGTERM, then SIGKILL), its output in
 a log file; it is ready once `GET /v1/models` answers 200. The helpers are the ones `r2a
-demo`, the tests and the load benchmark start the BentoML service with (r2adapter/demo.py).
+demo`, the tests and the load benchmark start the BentoML service with (r2adapter/processes.py).
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from r2adapter.demo import free_port, stop, wait_ready
 from r2adapter.errors import R2AError
 from r2adapter.llm.base import LLMError
 from r2adapter.llm.local import resolve_model_path
 from r2adapter.llm.openai_compat import OpenAICompatibleLLM
+from r2adapter.processes import free_port, stop, wait_ready
 
 PIN = "llama-cpp-python[server]==0.3.36"  # what `make llm-server` installs
 N_CTX = 2048  # context tokens: the rewriter's and OpenIE's prompts fit with room to reply
@@ -184,7 +184,7 @@ def start_server(
         )
     srv = LLMServer(proc, port, alias, path, log_path, host, threads, n_ctx, own_log)
     try:
-        wait_ready(srv.url, proc, timeout, path="/v1/models")
+        wait_ready(srv.url, proc, timeout, path="/v1/models", what="the LLM server")
     except R2AError as e:
         tail = srv.log_tail()
         srv.stop()

@@ -99,7 +99,7 @@ def test_cronjob_container_creates_the_recurring_run(
 def test_cronjob_container_fails_clearly_without_kubeflow(
     image: str, rendered: dict[str, list[dict[str, Any]]], containers: Containers,
 ) -> None:  # fmt: skip
-    from r2adapter.demo import free_port
+    from r2adapter.processes import free_port
 
     logs, code, seconds = _run_to_exit(containers, rendered, f"http://127.0.0.1:{free_port()}", [])
     assert code == 2, logs[-2000:]

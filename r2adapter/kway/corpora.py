@@ -5,7 +5,7 @@ works too): every fixed strategy (`always_<strategy>`, from its strategy labels)
 router left-one-corpus-out (trained on the other labelled corpora, transferred label-free:
 r2adapter/kway/loco.py) and the per-query oracle, each paired against the corpus's best
 fixed strategy at no more passages (95% bootstrap intervals on the same queries). Saved as
-benchmarks/results/corpora.{json,png}, a table on stdout.
+reports/corpora/all.{json,png}, a table on stdout.
 
 A corpus whose questions carry no gold gets one line and cost figures only: each base
 retriever timed on its questions (no recall can be computed).
@@ -98,10 +98,10 @@ def corpus_figures(dataset: str, budget: float | None = None) -> dict[str, Any]:
 def no_gold_costs(dataset: str, n: int = COST_QUERIES) -> dict[str, Any]:
     """Cost figures only: each base retriever's mean ms on up to `n` of the questions."""
     from r2adapter.config import kway_params
-    from r2adapter.evaluate.retrieval import stored_queries
     from r2adapter.index.encoder import get_encoder
     from r2adapter.kway.strategies import base_retrievers, split_rewritten, strategy_table
     from r2adapter.retrieve.strategies import make_retriever
+    from r2adapter.store.queries import stored_queries
 
     queries = stored_queries(dataset)[:n]
     line = f"{dataset}: no gold (or no labels: `r2a label --dataset {dataset}`): cost figures only"
@@ -131,13 +131,13 @@ def evaluate_corpora(
     if not corpora:
         raise R2AError("no corpus has strategy labels: run `r2a label --dataset D` first")
     report: dict[str, Any] = {"corpora": {c: corpus_figures(c, budget) for c in corpora}}
-    root = settings().root / "benchmarks" / "results"
+    root = settings().root / "reports" / "corpora"
     root.mkdir(parents=True, exist_ok=True)
-    (root / "corpora.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
-    plot_corpora(report, root / "corpora.png")
+    (root / "all.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+    plot_corpora(report, root / "all.png")
     report["saved"] = {
-        "json": "benchmarks/results/corpora.json",
-        "plot": "benchmarks/results/corpora.png",
+        "json": "reports/corpora/all.json",
+        "plot": "reports/corpora/all.png",
     }
     return report
 
