@@ -413,8 +413,8 @@ def _catrag(args: argparse.Namespace) -> int:
     """`r2a catrag train-tiers`: fit catrag's learned tier source on the training split."""
     from r2adapter.config import graph_params
     from r2adapter.retrieve.catrag import similarity_retriever
-    from r2adapter.retrieve.catrag_tiers import FEATURES
-    from r2adapter.retrieve.catrag_train import train_tiers, training_queries
+    from r2adapter.retrieve.catrag_tiers import FEATURES, training_queries
+    from r2adapter.retrieve.catrag_train import train_tiers
     from r2adapter.store.graph_store import require_version
 
     training_queries(args.dataset)  # one line before the encoder loads: no labels,

@@ -374,22 +374,30 @@ def test_cli_catrag_retrieve_and_evaluate(
     )
     assert r.returncode == 1 and r.stderr.strip().count("\n") == 0
     assert "include catrag in --mode" in r.stderr
-    # the learned tier source on a fresh home: trained on first use, cached after
+    # the learned tier source on a fresh home: a retrieval only loads a model, so without
+    # one it is a one-line error naming the command that trains it; after that command,
+    # retrieval loads the one saved file (issue 25: no request trains a model)
     home = tmp_path / "home"
     home.mkdir()
     (home / "params.yaml").write_text("graph:\n  tier_source: learned\n")
-    r = run_cli(
-        [
-            "retrieve",
-            "--dataset",
-            "sample",
-            "--mode",
-            "catrag",
-            "--json",
-            "Who founded BrainCheck?",
-        ],
-        {**pg_env, "R2A_HOME": str(home)},
-    )
+    env = {**pg_env, "R2A_HOME": str(home)}
+    ask = [
+        "retrieve",
+        "--dataset",
+        "sample",
+        "--mode",
+        "catrag",
+        "--json",
+        "Who founded BrainCheck?",
+    ]
+    r = run_cli(ask, env)
+    last = r.stderr.strip().splitlines()[-1]  # after the encoder's load bar: one error line
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert last.startswith("error:") and "r2a catrag train-tiers --dataset sample" in last
+    assert not list((home / ".cache").glob("catrag/sample/tiers-v*.json"))
+    r = run_cli(["catrag", "train-tiers", "--dataset", "sample", "--json"], env)
+    assert r.returncode == 0, r.stderr
+    r = run_cli(ask, env)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout.strip().splitlines()[-1])["hits"]
     assert len(list((home / ".cache" / "catrag" / "sample").glob("tiers-v*.json"))) == 1

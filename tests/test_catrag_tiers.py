@@ -142,7 +142,7 @@ def test_train_tiers_caches_and_the_learned_source_loads_it(
 ) -> None:
     from r2adapter.retrieve import catrag_train
     from r2adapter.retrieve.catrag import CatragRetriever, similarity_retriever
-    from r2adapter.retrieve.catrag_tiers import LearnedTiers
+    from r2adapter.retrieve.catrag_tiers import LearnedTiers, model_path
 
     p = GraphParams(tier_source="learned")
     model, path = catrag_train.train_tiers(similarity_retriever(sample_index, p))
@@ -160,13 +160,13 @@ def test_train_tiers_caches_and_the_learned_source_loads_it(
     assert r.tiers.model is not None and r.tiers.model.coef == model.coef
     assert r.retrieve("Who founded BrainCheck?", 3)[0].title == "David Eagleman"
     # other parameters that shape the transitions: another file
-    other = catrag_train.model_path(r.cache.get(sample_index), GraphParams(k_edge=3), [])
+    other = model_path(r.cache.get(sample_index), GraphParams(k_edge=3), [])
     assert other != path
 
 
 @pytest.mark.integration
 def test_no_training_labels_is_one_line(sample_index: str) -> None:
-    from r2adapter.retrieve.catrag_train import training_queries
+    from r2adapter.retrieve.catrag_tiers import training_queries
 
     with pytest.raises(R2AError) as e:
         training_queries("no-such-dataset")

@@ -53,6 +53,7 @@ from r2adapter.retrieve.catrag_tiers import (
     TierModel,
     TierQuery,
     TierSource,
+    load_tiers,
     stage_one_kept,
 )
 from r2adapter.retrieve.graph import GraphRetriever, Seeding, run_ppr, seed_graph
@@ -349,14 +350,14 @@ class CatragRetriever(GraphRetriever):
 def tier_source(params: GraphParams, **options: Any) -> TierSource:
     """The source graph.tier_source names; `options` go to its constructor (a learned
     source's `model`, an LLM source's `llm`). A learned source without a model loads the
-    dataset's on first use, training it when missing (catrag_train.load_or_train)."""
+    dataset's saved one on first use (catrag_tiers.load_tiers: `r2a catrag train-tiers`
+    makes it; a retrieval never trains)."""
     if params.tier_source == "similarity":
         return SimilarityTiers(params)
     if params.tier_source == "learned":
-        from r2adapter.retrieve.catrag_train import load_or_train
 
         def load(g: GraphIndex) -> TierModel:
-            return load_or_train(g, params, lambda: similarity_retriever(g.version.dataset, params))
+            return load_tiers(g, params)
 
         return LearnedTiers(params, options.get("model"), load)
     if params.tier_source == "llm":

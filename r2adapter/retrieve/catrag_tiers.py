@@ -19,15 +19,19 @@ counts the fallback in `stats()`.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from r2adapter.config import GraphParams
+from r2adapter.config import GraphParams, label_params, settings
+from r2adapter.data.schema import Query
 from r2adapter.errors import R2AError
 from r2adapter.index.openie import normalize_phrase
 from r2adapter.retrieve.catrag_graph import CatragMaps, entity_embeddings
@@ -261,7 +265,7 @@ def fit_tiers(x: np.ndarray, y: np.ndarray, reference: np.ndarray, c: float = 1.
 
 class LearnedTiers(TierSource):
     """`model`: a fitted TierModel; else `load(g)` gives the dataset's on first use (the
-    factory in catrag.py passes catrag_train.load_or_train: cached, trained when missing)."""
+    factory in catrag.py passes `load_tiers`: the saved model, never a training run)."""
 
     name = "learned"
 
@@ -274,7 +278,7 @@ class LearnedTiers(TierSource):
         super().__init__(params)
         self.model = model
         self.load = load
-        self._lock = threading.Lock()  # concurrent first queries train once
+        self._lock = threading.Lock()  # concurrent first queries load once
 
     def warmup(self, g: GraphIndex) -> None:
         entity_embeddings(g)
@@ -296,3 +300,71 @@ class LearnedTiers(TierSource):
     def tiers(self, q: TierQuery, t: Transitions) -> np.ndarray:
         model = self.model_for(q.g)
         return banded(model.proba(features(q, t)), model.bands)
+
+
+FORMAT = 1  # of the cached model file; part of its key
+# the parameters that shape a query's transitions or their features
+SHAPING = (
+    "linking_top_k",
+    "fact_top_k",
+    "fact_edge_scale",
+    "synonym_edge_scale",
+    "seed_weighting",
+    "anchor_epsilon",
+    "n_seed",
+    "k_edge",
+    "similarity_bands",
+    "entity_match",
+    "entity_match_threshold",
+    "catrag_ablate",
+)
+
+
+def training_queries(dataset: str) -> list[Query]:
+    """The dataset's stored queries in the training split that name a gold passage."""
+    from r2adapter.data.splits import split_of
+    from r2adapter.store.queries import stored_queries
+
+    split = label_params().split
+    out = [
+        q
+        for q in stored_queries(dataset, complete_only=False)
+        if q.gold_passage_ids and split_of(q.id, split) == "train"
+    ]
+    if not out:
+        raise R2AError(
+            f"no training labels for catrag's learned tiers on '{dataset}': none of its "
+            "queries in the training split has gold passages; set graph.tier_source to "
+            "similarity"
+        )
+    return out
+
+
+def model_path(g: GraphIndex, p: GraphParams, queries: Sequence[Query]) -> Path:
+    v = g.version
+    key = {
+        "format": FORMAT,
+        "encoder": v.encoder,
+        "params": {k: getattr(p, k) for k in SHAPING},
+        "queries": sorted(q.id for q in queries),
+    }
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=list).encode()).hexdigest()
+    return settings().root / ".cache" / "catrag" / v.dataset / f"tiers-v{v.id}-{digest[:16]}.json"
+
+
+def load_tiers(g: GraphIndex, p: GraphParams) -> TierModel:
+    """The dataset's saved tier model for this index version and these parameters (made by
+    `r2a catrag train-tiers`, catrag_train.train_tiers); a one-line R2AError naming that
+    command when there is none. Loading only: no request trains a model."""
+    path = model_path(g, p, training_queries(g.version.dataset))
+    if not path.is_file():
+        raise R2AError(
+            f"catrag's learned tiers have no model for '{g.version.dataset}' at index version "
+            f"{g.version.id} with these parameters: train one with "
+            f"`r2a catrag train-tiers --dataset {g.version.dataset}`"
+        )
+    try:
+        data = json.loads(path.read_text())
+    except ValueError:
+        raise R2AError(f"{path} is not JSON: delete it and run `r2a catrag train-tiers`") from None
+    return TierModel.from_json(data, str(path))

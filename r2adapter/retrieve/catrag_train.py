@@ -8,25 +8,23 @@ encoder, the parameters that shape the transitions and the training queries.
 
 Training queries: the dataset's stored queries in the training split (`split_of`, the
 labels' 8:1:1 split by query id) with a gold passage in the index. `r2a catrag
-train-tiers --dataset D` trains; a learned source trains on first use when the file is
-missing (2Wiki: ~800 queries, well under a minute on 2 cores).
+train-tiers --dataset D` trains (2Wiki: ~800 queries, well under a minute on 2 cores); a
+learned source only loads the file (catrag_tiers.load_tiers) and, without one, says which
+command trains it: no retrieval trains a model inside a request.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from r2adapter.config import GraphParams, label_params, settings
 from r2adapter.data.schema import Query
-from r2adapter.errors import R2AError
 from r2adapter.retrieve.catrag_graph import catrag_maps
 from r2adapter.retrieve.catrag_tiers import (
     TierModel,
@@ -34,7 +32,9 @@ from r2adapter.retrieve.catrag_tiers import (
     banded,
     features,
     fit_tiers,
+    model_path,
     stage_one_kept,
+    training_queries,
 )
 from r2adapter.retrieve.graph import seed_graph
 from r2adapter.retrieve.graph_index import GraphIndex
@@ -43,23 +43,6 @@ if TYPE_CHECKING:
     from r2adapter.retrieve.catrag import CatragRetriever
 
 log = logging.getLogger(__name__)
-
-FORMAT = 1  # of the cached model file; part of its key
-# the parameters that shape a query's transitions or their features
-SHAPING = (
-    "linking_top_k",
-    "fact_top_k",
-    "fact_edge_scale",
-    "synonym_edge_scale",
-    "seed_weighting",
-    "anchor_epsilon",
-    "n_seed",
-    "k_edge",
-    "similarity_bands",
-    "entity_match",
-    "entity_match_threshold",
-    "catrag_ablate",
-)
 
 
 @dataclass(frozen=True)
@@ -133,38 +116,6 @@ def collect_rows(
     return TierRows(np.concatenate(ids), np.vstack(xs), np.concatenate(ys), np.concatenate(refs))
 
 
-def training_queries(dataset: str) -> list[Query]:
-    """The dataset's stored queries in the training split that name a gold passage."""
-    from r2adapter.data.splits import split_of
-    from r2adapter.store.queries import stored_queries
-
-    split = label_params().split
-    out = [
-        q
-        for q in stored_queries(dataset, complete_only=False)
-        if q.gold_passage_ids and split_of(q.id, split) == "train"
-    ]
-    if not out:
-        raise R2AError(
-            f"no training labels for catrag's learned tiers on '{dataset}': none of its "
-            "queries in the training split has gold passages; set graph.tier_source to "
-            "similarity"
-        )
-    return out
-
-
-def model_path(g: GraphIndex, p: GraphParams, queries: Sequence[Query]) -> Path:
-    v = g.version
-    key = {
-        "format": FORMAT,
-        "encoder": v.encoder,
-        "params": {k: getattr(p, k) for k in SHAPING},
-        "queries": sorted(q.id for q in queries),
-    }
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=list).encode()).hexdigest()
-    return settings().root / ".cache" / "catrag" / v.dataset / f"tiers-v{v.id}-{digest[:16]}.json"
-
-
 def train_tiers(retriever: CatragRetriever, progress: bool = False) -> tuple[TierModel, Path]:
     """Fit the learned tier source on the training split of `retriever`'s dataset (catrag
     with the similarity tiers, catrag.similarity_retriever) and save it (atomically)."""
@@ -185,27 +136,6 @@ def train_tiers(retriever: CatragRetriever, progress: bool = False) -> tuple[Tie
     tmp.write_text(json.dumps(model.to_json(), indent=1))
     tmp.replace(path)
     return model, path
-
-
-def load_or_train(
-    g: GraphIndex, p: GraphParams, retriever: Callable[[], CatragRetriever]
-) -> TierModel:
-    """The dataset's cached tier model for this index version and these parameters,
-    trained now when missing (on `retriever()`, catrag with the similarity tiers)."""
-    path = model_path(g, p, training_queries(g.version.dataset))
-    if path.is_file():
-        try:
-            data = json.loads(path.read_text())
-        except ValueError:
-            raise R2AError(f"{path} is not JSON: delete it to retrain") from None
-        return TierModel.from_json(data, str(path))
-    log.warning(
-        "catrag: training the learned tier source on '%s' (cached at %s)",
-        g.version.dataset,
-        path,
-    )
-    model, _ = train_tiers(retriever())
-    return model
 
 
 def cross_fitted(
