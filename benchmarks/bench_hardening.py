@@ -1,5 +1,5 @@
 """Issue 13's production-hardening targets, measured over HTTP on 127.0.0.1 (each service
-runs as a child process, started by r2adapter.demo through bench_load's Service).
+runs as a child process, started by r2adapter.demo through loadgen's Service).
 
   1. Fuzz: schemathesis against the served /docs.json with every check (as in
      tests/test_service_hardening.py), round after round
@@ -50,7 +50,6 @@ import httpx
 if not __package__:  # `python benchmarks/bench_hardening.py`: the repository root on sys.path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.bench_load import Service, ServiceError  # noqa: E402
 from benchmarks.common import (  # noqa: E402
     add_champion_args,
     arg_parser,
@@ -63,7 +62,8 @@ from benchmarks.common import (  # noqa: E402
     require_db,
     summary_ms,
 )
-from r2adapter.demo import free_port  # noqa: E402
+from benchmarks.loadgen import Service, ServiceError  # noqa: E402
+from r2adapter.processes import free_port  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_FUZZ_REQUESTS = 10_000

@@ -26,17 +26,13 @@ The load average is recorded around every phase: the machine is shared and the n
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +55,17 @@ from benchmarks.common import (  # noqa: E402
     pct,
     require_db,
 )
-from r2adapter.demo import free_port, start, stop, wait_ready  # noqa: E402
-from r2adapter.errors import R2AError  # noqa: E402
+from benchmarks.loadgen import (  # noqa: E402
+    Profiler,
+    Service,
+    ServiceError,
+    check_body,
+    cycle,
+    load_hotpot,
+    route_floor,
+    run_load,
+    timed_phase,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 HOTPOT = ROOT / "data" / "hotpotqa" / "hotpotqa_dev_questions_7405.json"
@@ -68,202 +73,6 @@ MODES = ("auto", "graph", "dense")
 TARGET_ROUTE_P50_MS = 40.0  # /route p50 at 8 clients on 2 cores (issue 12)
 TARGET_AUTO_OVER_GRAPH = 0.7  # auto p50 <= 0.7 x always-graph p50 (30% faster)
 TARGET_CLIENTS = 8
-
-
-# -- the service as a child process ---------------------------------------------------------
-
-
-class ServiceError(Exception):
-    pass
-
-
-class Service:
-    """`python -m r2adapter.cli serve` on 127.0.0.1 in its own process group."""
-
-    def __init__(self, env: dict[str, str], log_path: Path, startup_timeout: float) -> None:
-        self.env = env
-        self.log_path = log_path
-        self.startup_timeout = startup_timeout
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.startup_s = 0.0
-
-    def __enter__(self) -> Service:
-        t0 = time.perf_counter()
-        self.proc = start({**os.environ, **self.env}, self.log_path, self.port)
-        try:
-            wait_ready(self.url, self.proc, self.startup_timeout)
-        except R2AError as e:
-            self.stop()
-            raise ServiceError(f"{e}: {self.last_log_line()} (log: {self.log_path})") from None
-        except BaseException:
-            self.stop()
-            raise
-        self.startup_s = time.perf_counter() - t0
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def last_log_line(self) -> str:
-        try:
-            lines = [ln for ln in self.log_path.read_text(errors="replace").splitlines() if ln]
-        except OSError:
-            return "no log"
-        return lines[-1][:300] if lines else "empty log"
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            stop(self.proc)
-
-
-# -- load generation -------------------------------------------------------------------------
-
-
-@dataclass
-class PhaseResult:
-    latencies_ms: list[float] = field(default_factory=list)
-    errors: Counter[str] = field(default_factory=Counter)
-    error_samples: list[str] = field(default_factory=list)
-    bodies: list[dict[str, Any]] = field(default_factory=list)  # successful bodies, if kept
-    wall_s: float = 0.0
-    stopped_early: str | None = None
-
-    def error(self, kind: str, detail: str) -> None:
-        self.errors[kind] += 1
-        if len(self.error_samples) < 5:
-            self.error_samples.append(f"{kind}: {detail[:200]}")
-
-    def summary(self) -> dict[str, Any]:
-        v = np.asarray(self.latencies_ms, dtype=np.float64)
-        n_err = sum(self.errors.values())
-        out: dict[str, Any] = {
-            "requests": int(v.size) + n_err,
-            "ok": int(v.size),
-            "errors": n_err,
-            "errors_by_kind": dict(self.errors),
-            "error_samples": self.error_samples,
-            "wall_s": round(self.wall_s, 3),
-            "throughput_rps": v.size / self.wall_s if self.wall_s > 0 else 0.0,
-        }
-        if v.size:
-            out.update(
-                p50_ms=pct(v, 50),
-                p95_ms=pct(v, 95),
-                p99_ms=pct(v, 99),
-                mean_ms=float(v.mean()),
-                min_ms=float(v.min()),
-                max_ms=float(v.max()),
-            )
-        if self.stopped_early:
-            out["stopped_early"] = self.stopped_early
-        return out
-
-
-def check_body(field_name: str) -> Callable[[Any], bool]:
-    return lambda body: isinstance(body, dict) and field_name in body
-
-
-async def run_load(
-    url: str,
-    path: str,
-    bodies: Iterator[dict[str, Any]],
-    *,
-    clients: int,
-    duration_s: float,
-    max_requests: int,
-    timeout_s: float,
-    check: Callable[[Any], bool],
-    alive: Callable[[], bool] = lambda: True,
-    desc: str = "",
-    keep_bodies: bool = False,
-    transport: httpx.AsyncBaseTransport | None = None,
-    method: str = "POST",
-) -> PhaseResult:
-    """`clients` workers post the next body until `duration_s` has passed or `max_requests`
-    have been started. A request in flight at the deadline is allowed to finish (each has
-    `timeout_s`); the whole phase is cancelled at duration + timeout + 5 s regardless."""
-    res = PhaseResult()
-    started = 0
-    stop = asyncio.Event()
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    bar = tqdm(total=round(duration_s), desc=desc or path, unit="s", leave=False)
-
-    async def worker(client: httpx.AsyncClient, deadline: float) -> None:
-        nonlocal started
-        while not stop.is_set() and time.monotonic() < deadline and started < max_requests:
-            try:
-                body = next(bodies)
-            except StopIteration:
-                return
-            started += 1
-            t0 = time.perf_counter()
-            try:
-                r = await (client.post(path, json=body) if method == "POST" else client.get(path))
-            except (httpx.HTTPError, OSError) as e:
-                res.error(type(e).__name__, str(e) or type(e).__name__)
-                await asyncio.sleep(0.05)  # a dead server must not turn this into a busy loop
-                continue
-            ms = (time.perf_counter() - t0) * 1000
-            if r.status_code != 200:
-                res.error(f"status_{r.status_code}", r.text)
-                continue
-            if method != "POST":  # a probe (GET /healthz): the status is the answer
-                res.latencies_ms.append(ms)
-                continue
-            try:
-                data = r.json()
-            except json.JSONDecodeError:
-                res.error("bad_json", r.text)
-                continue
-            if not check(data):
-                res.error("bad_body", r.text)
-                continue
-            res.latencies_ms.append(ms)
-            if keep_bodies:
-                res.bodies.append(data)
-
-    async def ticker(t0: float) -> None:
-        while not stop.is_set():
-            await asyncio.sleep(1)
-            bar.n = min(round(time.monotonic() - t0), bar.total)
-            bar.set_postfix(ok=len(res.latencies_ms), err=sum(res.errors.values()))
-            if not alive():
-                res.stopped_early = "the service exited"
-                stop.set()
-
-    async with httpx.AsyncClient(
-        base_url=url, timeout=timeout_s, limits=limits, trust_env=False, transport=transport
-    ) as client:
-        t0 = time.monotonic()
-        deadline = t0 + duration_s
-        tick = asyncio.create_task(ticker(t0))
-        work = asyncio.gather(*(worker(client, deadline) for _ in range(clients)))
-        try:
-            await asyncio.wait_for(work, duration_s + timeout_s + 5)
-        except TimeoutError:
-            res.stopped_early = "hard stop at duration + request timeout"
-        finally:
-            res.wall_s = time.monotonic() - t0
-            stop.set()
-            tick.cancel()
-            bar.close()
-    return res
-
-
-def cycle(items: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    while True:
-        yield from items
-
-
-def timed_phase(coro_fn: Callable[[], Any]) -> tuple[PhaseResult, dict[str, Any]]:
-    before = loadavg()
-    res = asyncio.run(coro_fn())
-    return res, {"loadavg_before": before, "loadavg_after": loadavg()}
 
 
 # -- warm-up and the sequential mode comparison ----------------------------------------------
@@ -429,17 +238,6 @@ def mode_comparison(
 # -- main ------------------------------------------------------------------------------------
 
 
-def load_hotpot(path: Path) -> list[str]:
-    try:
-        rows = json.loads(path.read_text())
-        qs = [r["question"] for r in rows if isinstance(r.get("question"), str)]
-    except (OSError, ValueError, TypeError, AttributeError, KeyError) as e:
-        die(f"cannot read the HotpotQA questions from {path}: {e}")
-    if not qs:
-        die(f"{path} holds no questions")
-    return qs
-
-
 def load_phase(
     svc: Service,
     path: str,
@@ -518,146 +316,6 @@ def model_cpu_ms(dataset: str, router_kind: str, questions: list[str]) -> dict[s
         enc_ms.append((t1 - t0) * 1000)
         score_ms.append((time.process_time() - t1) * 1000)
     return {"encode": float(np.median(enc_ms)), "router": float(np.median(score_ms))}
-
-
-def route_floor(
-    healthz: dict[str, Any], clients: int, model_ms: dict[str, float]
-) -> dict[str, Any]:
-    """What /route could do on these cores if it cost only the HTTP round trip (client and
-    server, from this run's /healthz throughput: every core busy) plus its model work: CPU ms
-    a request, the req/s that allows, and the p50 of `clients` closed-loop clients at it."""
-    cores = len(os.sched_getaffinity(0))
-    rps_h = healthz.get("throughput_rps") or 0.0
-    if not rps_h:
-        return {}
-    http_ms = cores * 1000.0 / rps_h
-    cpu_ms = http_ms + sum(model_ms.values())
-    rps = cores * 1000.0 / cpu_ms
-    return {
-        "cores": cores,
-        "http_cpu_ms": round(http_ms, 2),
-        "model_cpu_ms": {k: round(v, 2) for k, v in model_ms.items()},
-        "cpu_ms_per_request": round(cpu_ms, 2),
-        "rps": round(rps, 1),
-        "p50_ms": round(clients * 1000.0 / rps, 1),
-    }
-
-
-class Profiler:
-    """`py-spy record` of the service's process tree while the block runs: a flame graph
-    (SVG) at `svg` and the frames with the largest share of samples (self time, from the
-    raw output). A no-op when `svg` is None; a one-line error when py-spy is missing."""
-
-    def __init__(self, svc: Service, svg: Path | None) -> None:
-        self.svc, self.svg = svc, svg
-        self.top: list[dict[str, Any]] = []
-        self._proc: subprocess.Popen[bytes] | None = None
-
-    def __enter__(self) -> Profiler:
-        if self.svg is None or self.svc.proc is None:
-            return self
-        spy = Path(sys.executable).with_name("py-spy")
-        if not spy.exists():
-            die("--profile needs py-spy: .venv/bin/pip install py-spy")
-        self.svg.parent.mkdir(parents=True, exist_ok=True)
-        self._raw = self.svg.with_suffix(".collapsed.txt")
-        base = [str(spy), "record", "--pid", str(self.svc.proc.pid), "--subprocesses"]
-        base += ["--rate", "200", "--nonblocking"]
-        # two recorders would double the overhead: one raw (collapsed stacks) file, the SVG
-        # drawn from it afterwards
-        self._proc = subprocess.Popen(
-            [*base, "--format", "raw", "--output", str(self._raw)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        time.sleep(1.0)  # attached before the load starts
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._proc is None or self.svg is None:
-            return
-        self._proc.send_signal(signal.SIGINT)
-        try:
-            self._proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-        if not self._raw.exists():
-            print("warning: py-spy wrote no profile (ptrace not permitted?)", file=sys.stderr)
-            return
-        self.top = top_frames(self._raw)
-        flame(self._raw, self.svg)
-
-
-def top_frames(raw: Path, n: int = 25) -> list[dict[str, Any]]:
-    """Share of samples per leaf frame (self time) and per frame anywhere on the stack
-    (inclusive), from py-spy's collapsed stacks ("a;b;c count")."""
-    self_n: Counter[str] = Counter()
-    incl: Counter[str] = Counter()
-    total = 0
-    for line in raw.read_text(errors="replace").splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack or not count.isdigit():
-            continue
-        c = int(count)
-        total += c
-        frames = stack.split(";")
-        self_n[frames[-1]] += c
-        for f in set(frames):
-            incl[f] += c
-    if not total:
-        return []
-    return [
-        {"frame": f, "self": round(c / total, 4), "inclusive": round(incl[f] / total, 4)}
-        for f, c in self_n.most_common(n)
-    ]
-
-
-def flame(raw: Path, svg: Path) -> None:
-    """An icicle graph (a flame graph drawn root at the top) from collapsed stacks, drawn
-    here with no external tool: one rectangle a frame, its width its share of samples."""
-    root: dict[str, Any] = {"n": 0, "kids": {}}
-    for line in raw.read_text(errors="replace").splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack or not count.isdigit():
-            continue
-        node = root
-        node["n"] += int(count)
-        for f in stack.split(";"):
-            node = node["kids"].setdefault(f, {"n": 0, "kids": {}})
-            node["n"] += int(count)
-    if not root["n"]:
-        return
-    width, row = 1600.0, 16
-    rects: list[str] = []
-    depth_max = 0
-
-    def esc(t: str) -> str:
-        return t.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-    def draw(node: dict[str, Any], x: float, depth: int) -> None:
-        nonlocal depth_max
-        depth_max = max(depth_max, depth)
-        for name, kid in sorted(node["kids"].items()):
-            w = width * kid["n"] / root["n"]
-            if w >= 0.5:
-                label = name[: max(int(w / 7) - 1, 0)]
-                y = depth * row
-                rects.append(
-                    f"<g><title>{esc(name)} ({100 * kid['n'] / root['n']:.1f}%)</title>"
-                    f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{row - 1}" '
-                    f'fill="hsl({20 + 3 * (depth % 10)},85%,{55 + (len(name) % 20)}%)"/>'
-                    f'<text x="{x + 2:.1f}" y="{y + row - 4}" font-size="11">'
-                    f"{esc(label)}</text></g>"
-                )
-                draw(kid, x, depth + 1)
-            x += w
-
-    draw(root, 0.0, 0)
-    body = "\n".join(rects)
-    svg.write_text(
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" '
-        f'height="{(depth_max + 1) * row}" font-family="monospace">\n{body}\n</svg>\n'
-    )
 
 
 def rel(path: Path | None) -> str | None:

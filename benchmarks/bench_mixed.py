@@ -41,7 +41,6 @@ import httpx
 if not __package__:  # `python benchmarks/bench_mixed.py`: the repository root on sys.path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.bench_load import PhaseResult, cycle, load_hotpot, run_load  # noqa: E402
 from benchmarks.common import (  # noqa: E402
     arg_parser,
     die,
@@ -52,7 +51,9 @@ from benchmarks.common import (  # noqa: E402
     pct,
     require_db,
 )
-from r2adapter.demo import free_port, start, stop, wait_ready  # noqa: E402
+from benchmarks.loadgen import PhaseResult, cycle, load_hotpot, run_load  # noqa: E402
+from r2adapter.demo import start  # noqa: E402
+from r2adapter.processes import free_port, stop, wait_ready  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 HOTPOT = ROOT / "data" / "hotpotqa" / "hotpotqa_dev_questions_7405.json"

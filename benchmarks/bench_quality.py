@@ -57,9 +57,8 @@ from benchmarks.scratch_db import (
     previous_result,
     run_r2a,
 )
-from r2adapter.index.openie import OPENIE_BACKENDS  # noqa: E402
+from r2adapter.evaluate.quality_rows import BACKENDS, merged_rows, row_warnings  # noqa: E402
 
-BACKENDS = tuple(OPENIE_BACKENDS)
 QUICK_MAX_PASSAGES = 50  # --quick: datasets no larger than this (the shipped sample)
 LLM_MAX_PASSAGES = 10
 LOCAL_LLM_TIMEOUT_S = "600"  # per call: SmolLM2 on CPU writes ~16 tokens/s (local_llm.json)
@@ -223,25 +222,8 @@ def run_pair(
             row["status"] = "failed"
             row["reason"] = f"built with OpenIE {rv['openie']}, not {backend}"
         else:
-            row["warnings"] = warnings(row)
+            row["warnings"] = row_warnings(row)
     return row
-
-
-def warnings(row: dict[str, Any]) -> list[str]:
-    """What makes a row's graph figures mean less than they seem."""
-    out = []
-    ix, rv = row["index"], row["retrieval"]
-    n, bare = int(ix.get("passages", 0)), int(ix.get("passages_without_facts", 0))
-    if n and bare == n:
-        out.append(f"no facts from any of the {n} passages: the graph has no fact edges")
-    elif n and bare * 2 > n:
-        out.append(f"{bare} of {n} passages without facts")
-    fb, nq = rv["modes"]["graph"].get("fallbacks", 0), rv["n_queries"]
-    if fb:
-        out.append(f"graph fell back to dense scores on {fb} of {nq} queries (no phrase match)")
-    if nq < 10:
-        out.append(f"{nq} queries: latency p50 includes first-call warm-up")
-    return out
 
 
 def _f(x: float) -> str:
@@ -269,22 +251,6 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"| {g.get('fallbacks', '')} | {r['index'].get('seconds_total', 0.0):.1f} |"
         )
     return "\n".join(lines)
-
-
-def merged_rows(old_rows: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rows of an earlier result file, those run now replacing theirs; shipped order."""
-    old = old_rows if isinstance(old_rows, list) else []
-    new = {(r["dataset"], r["backend"]): r for r in rows}
-    keep = {(r["dataset"], r["backend"]): r for r in old if isinstance(r, dict)}
-    keep.update(new)
-    for r in keep.values():  # derived from the row alone: recomputed with the current rules
-        if r.get("status") == "ok":
-            r["warnings"] = warnings(r)
-    order = {d: i for i, d in enumerate(shipped_datasets())}
-    return sorted(
-        keep.values(),
-        key=lambda r: (order.get(r["dataset"], 99), r["dataset"], BACKENDS.index(r["backend"])),
-    )
 
 
 def main(argv: list[str] | None = None) -> int:

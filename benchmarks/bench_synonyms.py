@@ -24,16 +24,16 @@ from typing import Any
 if not __package__:  # `python benchmarks/bench_synonyms.py`: the root on sys.path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.bench_synonyms_hnsw import compare, vector_connection  # noqa: E402
 from benchmarks.common import (  # noqa: E402
     arg_parser,
+    compare_edges,
     die,
     finish,
     new_result,
     require_db,
     save_json,
 )
-from benchmarks.scratch_db import BenchError  # noqa: E402
+from benchmarks.scratch_db import BenchError, vector_connection  # noqa: E402
 
 
 def pool(encoder: str, seed: int = 0) -> tuple[list[str], Any, int]:
@@ -76,7 +76,7 @@ def measure(conn: Any, emb: Any, names: list[str], p: Any) -> dict[str, Any]:
     approx = synonym_edges_hnsw(conn, emb, names, p.synonym_threshold, p.synonym_top_k, stats=stats)
     row["hnsw_s"] = time.perf_counter() - t
     row["hnsw_stages"] = stats
-    row.update(compare(exact, approx))
+    row.update(compare_edges(exact, approx))
     row["hnsw_over_all_pairs"] = row["hnsw_s"] / row["all_pairs_s"]
     row["load_end"] = os.getloadavg()[0]
     return row

@@ -15,16 +15,21 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 if not __package__:  # `python benchmarks/bench_synonyms_hnsw.py`: the root on sys.path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import arg_parser, die, finish, new_result, require_db  # noqa: E402
-from benchmarks.scratch_db import BenchError, database  # noqa: E402
+from benchmarks.common import (  # noqa: E402
+    arg_parser,
+    compare_edges,
+    die,
+    finish,
+    new_result,
+    require_db,
+)
+from benchmarks.scratch_db import BenchError, vector_connection  # noqa: E402
 
 
 def entities(dataset: str, limit: int | None) -> tuple[int, list[str], Any]:
@@ -47,36 +52,6 @@ def entities(dataset: str, limit: int | None) -> tuple[int, list[str], Any]:
     if missing:
         die(f"{len(missing)} entity embeddings of index version {v.id} are not cached")
     return v.id, names, np.stack([cached[n] for n in names])
-
-
-@contextmanager
-def vector_connection(name: str) -> Iterator[Any]:
-    """A connection, pgvector registered, to a fresh scratch Postgres (deleted after)."""
-    import psycopg
-    from pgvector.psycopg import register_vector
-
-    with database("scratch", None, name) as db, psycopg.connect(db.url) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        conn.commit()
-        register_vector(conn)
-        yield conn
-
-
-Edge = tuple[int, int, float]
-
-
-def compare(exact: Sequence[Edge], approx: Sequence[Edge]) -> dict[str, Any]:
-    """The HNSW edges against the all-pairs ones: counts, recall, the edges only HNSW
-    finds, the largest score difference on the shared ones."""
-    want = {(a, b): s for a, b, s in exact}
-    got = {(a, b): s for a, b, s in approx}
-    shared = want.keys() & got.keys()
-    return {
-        "edges": {"all_pairs": len(want), "hnsw": len(got), "shared": len(shared)},
-        "recall": len(shared) / len(want) if want else 1.0,
-        "hnsw_only": len(got.keys() - want.keys()),
-        "max_score_diff": max((abs(want[k] - got[k]) for k in shared), default=0.0),
-    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             result["hnsw_s"] = time.perf_counter() - t
     except BenchError as e:
         die(str(e))
-    result.update(compare(exact, approx))
+    result.update(compare_edges(exact, approx))
     edges = result["edges"]
     print(
         f"all-pairs {result['all_pairs_s']:.1f} s, {edges['all_pairs']:,} edges; HNSW "

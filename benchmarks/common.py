@@ -44,6 +44,23 @@ def summary_ms(values_ms: Sequence[float]) -> dict[str, float]:
     }
 
 
+Edge = tuple[int, int, float]  # (entity, entity, score): a synonym edge
+
+
+def compare_edges(exact: Sequence[Edge], approx: Sequence[Edge]) -> dict[str, Any]:
+    """The HNSW edges against the all-pairs ones: counts, recall, the edges only HNSW
+    finds, the largest score difference on the shared ones."""
+    want = {(a, b): s for a, b, s in exact}
+    got = {(a, b): s for a, b, s in approx}
+    shared = want.keys() & got.keys()
+    return {
+        "edges": {"all_pairs": len(want), "hnsw": len(got), "shared": len(shared)},
+        "recall": len(shared) / len(want) if want else 1.0,
+        "hnsw_only": len(got.keys() - want.keys()),
+        "max_score_diff": max((abs(want[k] - got[k]) for k in shared), default=0.0),
+    }
+
+
 def machine_info() -> dict[str, Any]:
     import scipy
 

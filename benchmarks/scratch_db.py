@@ -1,5 +1,6 @@
 """Helpers for the benchmarks that build indexes (bench_quality, bench_index): a database to
-build into, and `r2a` run as a subprocess against it.
+build into, and `r2a` run as a subprocess against it; and for the synonym benchmarks
+(bench_synonyms, bench_synonyms_hnsw) a pgvector connection to a fresh scratch Postgres.
 
 Why a scratch Postgres per (dataset, OpenIE backend): one database holds any number of
 index versions of a dataset (`index_versions.openie` records the backend), but retrieval
@@ -69,7 +70,7 @@ def add_db_args(ap: argparse.ArgumentParser) -> None:
 
 
 def free_port() -> int:
-    from r2adapter.demo import free_port as pick
+    from r2adapter.processes import free_port as pick
 
     while (port := pick()) == LIVE_PORT:
         pass
@@ -197,6 +198,19 @@ def database(mode: str, root: Path | None, name: str, keep: bool = False) -> Ite
             print(f"kept scratch database {base} (port {port}, stopped)", file=sys.stderr)
         else:
             shutil.rmtree(base, ignore_errors=True)
+
+
+@contextmanager
+def vector_connection(name: str) -> Iterator[Any]:
+    """A connection, pgvector registered, to a fresh scratch Postgres (deleted after)."""
+    import psycopg
+    from pgvector.psycopg import register_vector
+
+    with database("scratch", None, name) as db, psycopg.connect(db.url) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        conn.commit()
+        register_vector(conn)
+        yield conn
 
 
 def check_reachable(url: str) -> None:

@@ -1,85 +1,115 @@
-"""The load and rewriter benchmarks without a service or a database: the load loop against
-a mock transport (bounded in time and count, errors counted by kind), and both scripts'
-one-line exit when Postgres is down."""
+"""The load and rewriter benchmarks without a service or a database, run as scripts (no test
+imports a benchmark): the load harness (benchmarks/loadgen.py) against a small local HTTP
+server (bounded in time and count, errors counted by kind), its flame graph and /route floor,
+and both benchmarks' one-line exit when Postgres is down."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
+import json
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
-import httpx
 import pytest
 
-from benchmarks.bench_load import cycle, run_load
-
-pytestmark = pytest.mark.unit  # no Postgres, no server
+pytestmark = pytest.mark.unit  # no Postgres, no service: a local stub server
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
 
 
-def _handler() -> httpx.MockTransport:
-    n = itertools.count()
+class _Stub(BaseHTTPRequestHandler):
+    """Answers POSTs in a cycle of ten: a 503, a dropped connection, a 200 without the
+    expected field, and otherwise 200 {"decision": "graph"}; 2 ms each."""
 
-    async def handle(request: httpx.Request) -> httpx.Response:
-        i = next(n)
-        await asyncio.sleep(0.002)
+    protocol_version = "HTTP/1.1"  # keep-alive, as the service
+    disable_nagle_algorithm = True  # headers and body leave at once, no 40 ms stall
+    counter = itertools.count()
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        i = next(self.counter)
+        time.sleep(0.002)
+        if i % 10 == 5:  # no response at all: the client sees the connection drop
+            self.close_connection = True
+            return
+        status, body = 200, {"decision": "graph"}
         if i % 10 == 3:
-            return httpx.Response(503, json={"error": "overloaded"})
-        if i % 10 == 5:
-            raise httpx.ConnectError("refused", request=request)
-        if i % 10 == 7:
-            return httpx.Response(200, json={"unexpected": True})
-        return httpx.Response(200, json={"decision": "graph"})
+            status, body = 503, {"error": "overloaded"}
+        elif i % 10 == 7:
+            body = {"unexpected": True}
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
-    return httpx.MockTransport(handle)
+    def log_message(self, *args: Any) -> None:  # quiet
+        pass
 
 
-def test_run_load_counts_errors_and_stops_on_time() -> None:
-    t0 = time.monotonic()
-    res = asyncio.run(
-        run_load(
-            "http://127.0.0.1:1",
-            "/route",
-            cycle([{"query": "q1"}, {"query": "q2"}]),
-            clients=4,
-            duration_s=0.5,
-            max_requests=10_000,
-            timeout_s=2,
-            check=lambda b: "decision" in b,
-            transport=_handler(),
-        )
+@pytest.fixture
+def stub_url() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Stub)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _loadgen(*args: str, timeout: float = 60) -> Any:
+    """`benchmarks/loadgen.py` run as a script: the JSON it prints last."""
+    r = subprocess.run(
+        [sys.executable, str(BENCH / "loadgen.py"), *args],
+        cwd=ROOT,
+        env={**os.environ, "TQDM_DISABLE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )
-    assert time.monotonic() - t0 < 3
-    s = res.summary()
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.timeout(60)
+def test_load_counts_errors_and_stops_on_time(stub_url: str) -> None:
+    s = _loadgen(
+        "load", stub_url, "/route", "--body", '{"query": "q1"}', "--body", '{"query": "q2"}',
+        "--check", "decision", "--clients", "4", "--duration", "0.5", "--timeout", "2",
+    )  # fmt: skip
+    assert s["wall_s"] < 3 and s["clients"] == 4
     assert s["ok"] > 10 and s["errors"] > 3
-    assert {"status_503", "ConnectError", "bad_body"} <= set(s["errors_by_kind"])
+    kinds = set(s["errors_by_kind"])
+    assert {"status_503", "bad_body"} <= kinds
+    assert kinds - {"status_503", "bad_body"}, kinds  # the dropped connection, by its exception
     assert s["requests"] == s["ok"] + s["errors"]
     assert 0 < s["p50_ms"] <= s["p95_ms"] <= s["p99_ms"]
     assert s["throughput_rps"] > 0 and not s.get("stopped_early")
+    assert len(s["loadavg_before"]) == len(s["loadavg_after"]) == 3
 
 
-def test_run_load_stops_at_the_request_cap() -> None:
-    res = asyncio.run(
-        run_load(
-            "http://127.0.0.1:1",
-            "/route",
-            cycle([{"query": "q"}]),
-            clients=3,
-            duration_s=30,
-            max_requests=25,
-            timeout_s=2,
-            check=lambda b: True,
-            transport=_handler(),
-        )
-    )
-    assert res.summary()["requests"] == 25 and res.wall_s < 5
+@pytest.mark.timeout(60)
+def test_load_stops_at_the_request_cap(stub_url: str) -> None:
+    s = _loadgen(
+        "load", stub_url, "/route", "--body", '{"query": "q"}', "--clients", "3",
+        "--duration", "30", "--max-requests", "25", "--timeout", "2",
+    )  # fmt: skip
+    assert s["requests"] == 25 and s["wall_s"] < 5
+    assert "bad_body" not in s["errors_by_kind"]  # no --check: any 200 body is an answer
 
 
 def _closed_port() -> int:
@@ -112,26 +142,23 @@ def test_load_and_rewriter_benches_exit_1_with_one_line_when_db_down() -> None:
 
 
 def test_profile_top_frames_and_flame_graph(tmp_path: Path) -> None:
-    from benchmarks.bench_load import flame, top_frames
-
     raw = tmp_path / "route.collapsed.txt"
     raw.write_text("main (s.py:1);encode (e.py:9) 30\nmain (s.py:1);json (j.py:2) 10\nbad line\n")
-    top = top_frames(raw)
+    svg = tmp_path / "route.svg"
+    top = _loadgen("flame", str(raw), str(svg))
     assert [f["frame"] for f in top] == ["encode (e.py:9)", "json (j.py:2)"]
     assert top[0]["self"] == 0.75 and top[1]["inclusive"] == 0.25
-    svg = tmp_path / "route.svg"
-    flame(raw, svg)
     text = svg.read_text()
     assert text.startswith("<svg") and text.count("<rect") == 3  # main, encode, json
     assert "encode (e.py:9) (75.0%)" in text
 
 
 def test_route_floor_adds_model_cpu_to_the_http_floor() -> None:
-    from benchmarks.bench_load import route_floor
-
     cores = len(os.sched_getaffinity(0))
-    f = route_floor({"throughput_rps": 500.0}, 8, {"encode": 3.0, "router": 1.0})
+    args = ["floor", "--healthz-rps", "500", "--clients", "8"]
+    f = _loadgen(*args, "--model-ms", "encode=3", "--model-ms", "router=1")
     http = cores * 1000 / 500
+    assert f["cores"] == cores and f["model_cpu_ms"] == {"encode": 3.0, "router": 1.0}
     assert f["http_cpu_ms"] == round(http, 2) and f["cpu_ms_per_request"] == round(http + 4, 2)
     assert f["p50_ms"] == round(8 * 1000 / (cores * 1000 / (http + 4)), 1)
-    assert route_floor({"throughput_rps": 0}, 8, {}) == {}
+    assert _loadgen("floor", "--healthz-rps", "0", "--clients", "8") == {}

@@ -132,7 +132,7 @@ def test_env_db_refuses_the_project_database(tmp_path: Path) -> None:
 
 
 def test_quality_merge_keeps_other_rows_and_flags_empty_graphs() -> None:
-    from benchmarks.bench_quality import merged_rows
+    from r2adapter.evaluate.quality_rows import merged_rows
 
     def ok(ds: str, backend: str, bare: int, fallbacks: int) -> dict[str, Any]:
         modes = {"dense": {}, "graph": {"fallbacks": fallbacks}}

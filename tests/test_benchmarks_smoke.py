@@ -1,4 +1,6 @@
-"""Benchmark scripts in their quick form: no database, a small synthetic graph, seconds."""
+"""Benchmark scripts in their quick form: no database, a small synthetic graph, seconds; run
+as scripts (no test imports a benchmark). And the τ-sweep curve the routing benchmark plots,
+from the library (r2adapter/evaluate/routing_targets.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from r2adapter.config import GraphParams
 
 pytestmark = pytest.mark.unit  # no Postgres, no server: subprocesses on synthetic data
 
@@ -66,7 +66,11 @@ def test_bench_ppr_quick_synthetic(tmp_path: Path) -> None:
     # timings are of this run: positive, and within the wall time of the whole script
     assert 0 < g["ours_transition_build_ms"] < wall_ms
     assert g["max_abs_diff"] < 1e-6 and g["agrees_1e-6"] is True
-    assert g["graph"]["nodes"] == 1500 and g["graph"]["edges"] == 3000
+    shape = g["graph"]  # the synthetic graph's own figures (SyntheticGraph.stats)
+    assert shape["nodes"] == 1500 and shape["edges"] == 3000
+    assert 0.2 < shape["cross_cluster_edges"] / shape["edges"] < 0.3  # a quarter leave
+    assert shape["degree_max"] > 10 * shape["degree_p50"]  # heavy-tailed, not uniform random
+    assert shape["isolated_nodes"] == 0 and 0 < shape["passage_nodes"] < shape["nodes"]
     # --candidates: ours and every solver × layout variant, each agreeing with prpack
     cands = g["candidates"]
     timed = {who: c for who, c in cands.items() if isinstance(c, dict) and "p50_ms" in c}
@@ -81,25 +85,6 @@ def test_bench_ppr_quick_synthetic(tmp_path: Path) -> None:
         assert 0 < c["p50_ms"] <= c["p95_ms"] < wall_ms, who
     assert timed["ours"]["top5_passages_same_as_ours"] == 1.0
     assert "ours" in res.stdout and "prpack" in res.stdout
-
-
-def test_synthetic_graph_shape() -> None:
-    from benchmarks.bench_ppr import synthetic_graph, synthetic_resets
-
-    g = synthetic_graph(3000, 6000, 15, seed=3)
-    assert g.src.size == 6000 and (g.src != g.dst).all()
-    keys = np.minimum(g.src, g.dst) * g.n + np.maximum(g.src, g.dst)
-    assert np.unique(keys).size == 6000  # distinct undirected edges
-    assert (g.weight > 0).all()
-    cross = g.cluster[g.src] != g.cluster[g.dst]
-    assert 0.2 < cross.mean() < 0.3  # a quarter of the edges leave their cluster
-    deg = np.bincount(np.concatenate([g.src, g.dst]), minlength=g.n)
-    assert deg.max() > 10 * np.median(deg)  # heavy-tailed, not uniform random
-    (reset,) = synthetic_resets(g, 1, seed=4)
-    weak = GraphParams().passage_node_weight  # the most a passage node gets
-    strong = reset > weak
-    assert strong.sum() == 5 and not g.is_passage[strong].any()  # the phrase seeds
-    assert (reset[g.is_passage] <= weak).all() and reset[g.is_passage].any()
 
 
 def _closed_port() -> int:
@@ -132,7 +117,7 @@ def test_benches_exit_1_with_one_line_when_db_down() -> None:
 
 
 def test_routing_curve_sends_the_largest_margins_to_graph() -> None:
-    from benchmarks.bench_routing import hybrid_curve
+    from r2adapter.evaluate.routing_targets import hybrid_curve
 
     margins = np.array([0.9, -0.2, 0.5, 0.1])
     dense = np.array([0.0, 1.0, 0.0, 1.0])

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,8 @@ from r2adapter.label.annotate import LabelRecord, export_labels, read_labels
 from tests.conftest import N_QUERIES, make_mini_musique, run_cli  # noqa: F401
 
 pytestmark = pytest.mark.integration  # the embedded Postgres
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -73,15 +77,18 @@ def test_label_train_register_promote(mini: dict[str, str]) -> None:
 
 
 def test_bench_routing_takes_the_reports_figures(mini: dict[str, str], tmp_path: Path) -> None:
-    """benchmarks/bench_routing.py reports `r2a evaluate routing`'s figures as they are
-    (both champions, the label-free calibration) and adds the τ-sweep curves and checks."""
-    from benchmarks.bench_routing import evaluate_set, latency_block, latency_checks, plot_curves
+    """The routing targets' set (r2adapter/evaluate/routing_targets.py, what
+    benchmarks/bench_routing.py reports) has `r2a evaluate routing`'s figures as they are
+    (both champions, the label-free calibration) and adds the τ-sweep curves and checks; the
+    script, run as a script (no test imports a benchmark), reports those figures with its
+    timing repeats, their checks and the plot."""
     from r2adapter.config import label_params
     from r2adapter.evaluate.routing_report import routing_report
+    from r2adapter.evaluate.routing_targets import evaluate_set
     from r2adapter.steps import champion_router
 
     rule = label_params().rule
-    bench = evaluate_set("musmini", "all", rule, llm_queries=0, calibrate=0.25)
+    bench = evaluate_set("musmini", champion_router, "all", rule, llm_queries=0, calibrate=0.25)
     report = routing_report("musmini", champion_router, "all", rule)
     calibrated = routing_report("musmini", champion_router, "all", rule, 0.25)
 
@@ -108,16 +115,37 @@ def test_bench_routing_takes_the_reports_figures(mini: dict[str, str], tmp_path:
     for c in bench["checks"].values():
         assert c["best_single_recall@5"] == max(dense, graph)
 
-    # timing repeats, one query at a time, and the plot
-    questions = [r.question for r in read_labels(settings().root / "labels" / "musmini.jsonl")]
-    lat = latency_block(questions, 4, "musmini")
+    # the script: the same figures, timing repeats one query at a time, their checks, the plot
+    env = {**json.loads(mini["env"]), "TQDM_DISABLE": "1"}
+    out = tmp_path / "routing.json"
+    args = ["--dataset", "musmini", "--split", "all", "--no-heldout", "--latency-queries", "4"]
+    args += ["--llm-queries", "0", "--no-mlflow", "--out", str(out)]
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_routing.py"), *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    saved = json.loads(out.read_text())
+    assert set(saved["sets"]) == {"musmini:all"}
+    ran = saved["sets"]["musmini:all"]
+    for name, m in report["routers"].items():  # type: ignore[union-attr]
+        assert figures(ran["routers"][name]) == pytest.approx(figures(m)), name
+    assert set(ran["curves"]) == {"r2a", "r2a_embed"} and ran["calibration"] is None
+    lat = saved["latency"]
     timed = {"r2a", "r2a_torch", "r2a_embed_head", "r2a_embed_with_encoding", "ner"}
     assert timed | {"query_encoding"} <= set(lat) and lat["queries"] == 4
     assert all(0 < lat[k]["p50_ms"] <= lat[k]["p95_ms"] for k in timed)
     assert lat["r2a_torch_decision_agreement"] == 1.0  # ONNX and torch decide alike
-    assert set(latency_checks(lat)) >= {"r2a_within_target", "r2a_embed_head_within_target"}
-    png = plot_curves({"musmini:all": bench}, tmp_path / "routing.png")
-    assert png.stat().st_size > 10_000
+    checks = saved["latency_checks"]
+    assert set(checks) >= {"r2a_within_target", "r2a_embed_head_within_target"}
+    assert checks["r2a_p50_ms"] == lat["r2a"]["p50_ms"]
+    assert out.with_suffix(".png").stat().st_size > 10_000
+    assert "mlflow_run_id" not in saved
 
 
 def test_mlflow_run_has_curves_and_label_hash(mini: dict[str, str]) -> None:
