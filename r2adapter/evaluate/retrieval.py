@@ -62,6 +62,11 @@ VARIANTS: dict[str, Variant] = {
     "catrag_no_keyfact": Variant("catrag", ablate=("keyfact",)),
     "catrag_anchoring_only": Variant("catrag", ablate=("edges", "keyfact")),
     "catrag_learned_cv5": Variant("catrag", {"tier_source": "learned"}, tiers="cross_fitted"),
+    # CatRAG's released code: synonym edge scores × 3 (its appendix), on the catrag walk only
+    "catrag_synonym_x3": Variant("catrag", {"catrag_synonym_scale": 3.0}),
+    "catrag_no_keyfact_synonym_x3": Variant(
+        "catrag", {"catrag_synonym_scale": 3.0}, ablate=("keyfact",)
+    ),
     # through the configured LLM (R2A_LLM_*, else the local model), a budget of 60 s a
     # query (which the local CPU model can meet: its cost is the figure); only when named
     "catrag_llm": Variant("catrag", {"tier_source": "llm", "llm_timeout_s": 60.0}, default=False),
