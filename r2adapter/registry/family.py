@@ -127,11 +127,12 @@ class TwoWayFamily:
     def serve(self, model: TrainedRouter, dataset: str) -> TrainedRouter:
         """ε follows the rewriter (a structural rewrite is nearly free, so eq. 7 rewrites
         every graph-bound query: `trigger_epsilon`); the features read `dataset`'s corpus."""
+        from r2adapter.llm.base import LLMError
         from r2adapter.rewrite.rewriter import default_backend, trigger_epsilon
 
         try:
             backend = default_backend()
-        except Exception:  # an LLM endpoint configured wrongly: the rewrite falls back
+        except LLMError:  # an LLM endpoint configured wrongly: the rewrite falls back
             backend = "llm"
         model.epsilon = trigger_epsilon(backend, model.epsilon)
         model.bind(dataset)
