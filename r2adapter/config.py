@@ -586,6 +586,10 @@ class AdrParams:
     tokenizer: str = ""  # the reader's tokenizer (a transformers name/path); "": the encoder's
     gamma: float = 0.75  # ADR eq. 1: the class if its confidence ≥ γ, else moderate
     gammas: tuple[float, ...] = (0.5, 0.65, 0.75, 0.85)  # the fallback-share sensitivity
+    # > 0: γ is not fixed but the largest of `gammas` whose routed prompt tokens, out of
+    # fold on the training queries, are ≤ this share of always-complex's (r2adapter/adr/
+    # gamma.py); 0: γ fixed at `gamma`
+    token_budget: float = 0.0
     classifier_c: float = 1.0  # inverse L2 strength of the softmax head over the embedding
 
     def check(self) -> None:
@@ -597,6 +601,10 @@ class AdrParams:
                      "context_passages"):  # fmt: skip
             v = getattr(self, name)
             _need(v >= 0, f"adr.{name} must be ≥ 0, not {v}")
+        _need(
+            0.0 <= self.token_budget <= 1.0,
+            f"adr.token_budget must be in [0, 1], not {self.token_budget}",
+        )
         for g in (self.gamma, self.knn_threshold, *self.gammas):
             _need(0.0 <= g <= 1.0, f"adr: γ and knn_threshold must be in [0, 1], not {g}")
         _need(

@@ -33,6 +33,13 @@ from typing import Any
 
 import numpy as np
 
+from r2adapter.adr.gamma import (
+    COMPLEX,
+    choose_gamma,
+    out_of_fold,
+    prompt_overhead,
+    prompt_tokens,
+)
 from r2adapter.adr.labels import AdrLabel, figures, read_adr_labels
 from r2adapter.adr.operators import OPERATORS
 from r2adapter.adr.router import Decision, SoftmaxHead, decide, fallback_share, fit_head
@@ -44,53 +51,12 @@ from r2adapter.evaluate.timing import time_per_query
 
 __all__ = ["adr_routers", "figures", "merge_adr_rows", "out_of_fold", "prompt_overhead"]
 
-COMPLEX = "complex"  # the reference of the token ratio (always-complex, the paper's)
-
-
-def prompt_overhead(questions: Sequence[str], p: AdrParams) -> np.ndarray:
-    """Per question, the reader prompt's tokens besides the context: the instructions and
-    the question (r2adapter/llm/reader.py with an empty context)."""
-    from r2adapter.adr.build import token_counter
-    from r2adapter.llm.reader import answer_prompt
-
-    return np.array(token_counter(p)([answer_prompt(q, "") for q in questions]), dtype=float)
-
-
-def prompt_tokens(
-    labels: Sequence[AdrLabel], chosen: Sequence[str], overhead: np.ndarray
-) -> np.ndarray:
-    """Per query, the prompt tokens of the operator chosen for it."""
-    ctx = np.array([lab.outcomes[c].tokens for lab, c in zip(labels, chosen, strict=True)])
-    return ctx.astype(float) + overhead
-
 
 def _time_head(head: SoftmaxHead, x: np.ndarray, gamma: float) -> np.ndarray:
     """The head's decision, one query at a time (the one timer and its thread policy:
     r2adapter/evaluate/timing.py)."""
     _, ms = time_per_query(lambda i: decide(head.probs(x[i : i + 1]), gamma), len(x))
     return ms
-
-
-def out_of_fold(
-    labels: Sequence[AdrLabel], x: np.ndarray, p: AdrParams
-) -> tuple[np.ndarray, SoftmaxHead]:
-    """(n, 3) class probabilities, each fold's from a head trained on the other folds."""
-    folds = np.array([fold_of(lab.query_id) for lab in labels])
-    probs = np.zeros((len(labels), 3))
-    head = None
-    for k in range(N_FOLDS):
-        test = folds == k
-        if not test.any():
-            continue
-        train = ~test
-        if not train.any():
-            raise R2AError("cv5 needs labelled queries in more than one fold")
-        head = fit_head(
-            x[train], [labels[i].label for i in np.where(train)[0]], p.classifier_c, p.seed
-        )
-        probs[test] = head.probs(x[test])
-    assert head is not None
-    return probs, head
 
 
 def adr_routers(
@@ -131,8 +97,12 @@ def adr_routers(
         rows[name] = figures(labels, ops, zero)
     overhead = prompt_overhead([lab.question for lab in labels], p)
     x = get_encoder().encode([lab.question for lab in labels])
+    chosen_gamma: dict[str, Any] = {}
+    gamma_each: np.ndarray | None = None  # cv5: each query's γ, its outer fold's choice
     if protocol == "cv5":
         probs, head = out_of_fold(labels, x, p)
+        gamma_each, chosen_gamma = _fold_gammas(labels, x, p, overhead)
+        p = replace(p, gamma=float(np.median(gamma_each)))
         how = "out of fold"
     elif protocol == "test":
         held = set(query_ids)
@@ -141,6 +111,10 @@ def adr_routers(
             raise R2AError("no labelled train/val queries to train the ADR head on")
         xt = get_encoder().encode([lab.question for lab in train])
         head = fit_head(xt, [lab.label for lab in train], p.classifier_c, p.seed)
+        gamma, chosen_gamma = choose_gamma(
+            train, xt, p, prompt_overhead([lab.question for lab in train], p)
+        )
+        p = replace(p, gamma=gamma)
         probs = head.probs(x)
         how = "trained on train+val"
     else:
@@ -151,7 +125,11 @@ def adr_routers(
         head, gamma, how = served
         p = replace(p, gamma=gamma)
         probs = head.probs(x)
-    ds: list[Decision] = decide(probs, p.gamma)
+    ds: list[Decision] = (
+        decide(probs, p.gamma)
+        if gamma_each is None
+        else [decide(probs[i : i + 1], float(g))[0] for i, g in enumerate(gamma_each)]
+    )
     route_ms = _time_head(head, x, p.gamma)
     rows["adr"] = figures(
         labels,
@@ -163,6 +141,8 @@ def adr_routers(
     _llm_row(labels, p, rows, notes, chosen)
     by_gamma = {f"{g:g}": fallback_share(probs, g) for g in p.gammas}
     rows["adr"]["gamma"] = p.gamma
+    if chosen_gamma:
+        rows["adr"]["gamma_chosen"] = chosen_gamma
     rows["adr"]["fallback_by_gamma"] = by_gamma
     _prompt_rows(labels, chosen, overhead, rows)
     reference = prompt_tokens(labels, chosen[f"always_adr_{COMPLEX}"], overhead)
@@ -178,6 +158,32 @@ def adr_routers(
         + f" (head {how})"
     )
     return rows, notes
+
+
+def _fold_gammas(
+    labels: Sequence[AdrLabel], x: np.ndarray, p: AdrParams, overhead: np.ndarray
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """cv5: in each outer fold, γ chosen on the other four (r2adapter/adr/gamma.py
+    `choose_gamma`, inner folds on those four only); each query gets its fold's γ."""
+    folds = np.array([fold_of(lab.query_id) for lab in labels])
+    each = np.full(len(labels), p.gamma)
+    per_fold: dict[str, Any] = {}
+    for k in range(N_FOLDS):
+        held = folds == k
+        if not held.any():
+            continue
+        idx = np.where(~held)[0]
+        g, info = choose_gamma([labels[i] for i in idx], x[idx], p, overhead[idx])
+        each[held] = g
+        per_fold[str(k)] = info
+    gammas = sorted({float(g) for g in each})
+    return each, {
+        "gamma_by_fold": {k: v["gamma"] for k, v in per_fold.items()},
+        "how": next(iter(per_fold.values()))["how"].split(", out of fold")[0]
+        + ", chosen in each outer fold on the other four",
+        "gammas": gammas,
+        "per_fold": per_fold,
+    }
 
 
 def _prompt_rows(

@@ -53,6 +53,7 @@ def _labels_and_x(dataset: str) -> tuple[list[AdrLabel], np.ndarray, str]:
 def train_and_register_adr(dataset: str, p: AdrParams | None = None) -> dict[str, Any]:
     import mlflow
 
+    from r2adapter.adr.gamma import choose_gamma, prompt_overhead
     from r2adapter.adr.pyfunc import AdrModel
     from r2adapter.registry.models import register_candidate
     from r2adapter.registry.tracking import mlflow_setup
@@ -79,7 +80,12 @@ def train_and_register_adr(dataset: str, p: AdrParams | None = None) -> dict[str
             }
         )
         head = fit_head(x[tr], [labels[i].label for i in tr], p.classifier_c, p.seed)
-        router = AdrRouter(head, p.gamma, encoder, dataset)
+        trained = [labels[i] for i in tr]
+        gamma, how = choose_gamma(
+            trained, x[tr], p, prompt_overhead([lab.question for lab in trained], p)
+        )
+        mlflow.log_params({"adr.gamma_chosen": gamma, "adr.token_budget": p.token_budget})
+        router = AdrRouter(head, gamma, encoder, dataset)
         test = test_figures(router, labels, x)
         mlflow.log_metrics({f"test_{k}": v for k, v in test.items()})
         version = register_candidate(MODEL, AdrModel(), router.save, dataset, test)
@@ -87,7 +93,8 @@ def train_and_register_adr(dataset: str, p: AdrParams | None = None) -> dict[str
         "router": "adr",
         "version": version,
         "run_id": run.info.run_id,
-        "gamma": p.gamma,
+        "gamma": gamma,
+        "gamma_chosen": how,
         "n_train": len(tr),
         "seconds": time.perf_counter() - t0,
         **{f"test_{k}": v for k, v in test.items()},

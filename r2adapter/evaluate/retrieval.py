@@ -55,12 +55,21 @@ VARIANTS: dict[str, Variant] = {
         "graph", {"fact_edge_scale": 2.0, "synonym_edge_scale": 2.0}
     ),
     "graph_averaged_seeds": Variant("graph", {"seed_weighting": "averaged"}),
-    "catrag": Variant("catrag"),
+    "catrag": Variant("catrag"),  # the configured default (graph.catrag_ablate)
+    "catrag_paper": Variant("catrag"),  # the paper's three parts, whatever the default
     "catrag_embedding_match": Variant("catrag", {"entity_match": "embedding"}),
     "catrag_no_anchoring": Variant("catrag", ablate=("anchoring",)),
     "catrag_no_edges": Variant("catrag", ablate=("edges",)),
     "catrag_no_keyfact": Variant("catrag", ablate=("keyfact",)),
     "catrag_anchoring_only": Variant("catrag", ablate=("edges", "keyfact")),
+    # anchoring's weak reset weight ε beside the paper's .2 (the union fold choice's grid)
+    "catrag_anchoring_only_eps01": Variant(
+        "catrag", {"anchor_epsilon": 0.1}, ablate=("edges", "keyfact")
+    ),
+    "catrag_anchoring_only_eps05": Variant(
+        "catrag", {"anchor_epsilon": 0.5}, ablate=("edges", "keyfact")
+    ),
+    "catrag_no_keyfact_eps01": Variant("catrag", {"anchor_epsilon": 0.1}, ablate=("keyfact",)),
     "catrag_learned_cv5": Variant("catrag", {"tier_source": "learned"}, tiers="cross_fitted"),
     # CatRAG's released code: synonym edge scores × 3 (its appendix), on the catrag walk only
     "catrag_synonym_x3": Variant("catrag", {"catrag_synonym_scale": 3.0}),
@@ -99,8 +108,13 @@ def check_variants(names: Sequence[str]) -> tuple[str, ...]:
 def variant_params(name: str, base: GraphParams | None = None) -> GraphParams:
     """The variant's GraphParams: `base` (params.yaml's) with its overrides, checked."""
     spec = VARIANTS[name]
+    overrides = dict(spec.params)
+    if spec.strategy == "catrag" and name != "catrag":
+        # a named form is what its name says over CatRAG's three parts, whatever parts the
+        # configured default (`catrag`, graph.catrag_ablate) turns off
+        overrides.setdefault("catrag_ablate", ())
     try:
-        p = replace(base or graph_params(), **spec.params)
+        p = replace(base or graph_params(), **overrides)
     except TypeError as e:
         raise R2AError(f"variant {name!r}: {e}") from None
     p.check()

@@ -1,0 +1,69 @@
+"""ADR's γ chosen on the folds under a prompt-token budget (issue 26, r2adapter/adr/gamma.py):
+the largest γ of adr.gammas whose out-of-fold routed prompt tokens stay within the budget."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from r2adapter.adr.gamma import choose_gamma, out_of_fold, token_ratio
+from r2adapter.adr.labels import AdrLabel, OperatorOutcome
+from r2adapter.config import adr_params
+from r2adapter.errors import R2AError
+
+pytestmark = pytest.mark.unit
+
+OPS = ("simple", "moderate", "complex")
+
+
+def _labels(n: int = 240, seed: int = 0) -> tuple[list[AdrLabel], np.ndarray]:
+    """Queries whose best operator is a noisy function of an 8-d embedding, so that the
+    head's confidence varies and γ moves the fallback share."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 8))
+    w = rng.normal(size=(3, 8))
+    best = np.argmax(x @ w.T + rng.normal(scale=1.5, size=(n, 3)), axis=1)
+    labels = []
+    for i in range(n):
+        outcomes = {
+            op: OperatorOutcome(["g"], 1.0 if j >= best[i] else 0.0, 0.0, 100 * (j + 1), 1.0)
+            for j, op in enumerate(OPS)
+        }
+        labels.append(AdrLabel(f"q{i}", "?", "", "train", ["g"], outcomes))
+    return labels, x
+
+
+def test_a_zero_budget_keeps_the_configured_gamma() -> None:
+    labels, x = _labels()
+    p = replace(adr_params(), token_budget=0.0, gamma=0.7)
+    gamma, how = choose_gamma(labels, x, p, np.zeros(len(labels)))
+    assert gamma == 0.7 and "fixed" in how["how"]
+
+
+def test_the_chosen_gamma_is_the_largest_within_the_budget_out_of_fold() -> None:
+    labels, x = _labels()
+    overhead = np.full(len(labels), 50.0)
+    p = replace(adr_params(), gammas=(0.4, 0.5, 0.6, 0.7, 0.8, 0.9))
+    probs, _ = out_of_fold(labels, x, p)
+    ratios = {g: token_ratio(labels, probs, g, overhead) for g in p.gammas}
+    assert len({round(r, 4) for r in ratios.values()}) > 2  # γ moves the tokens here
+    budget = float(np.median(list(ratios.values())))
+    gamma, how = choose_gamma(labels, x, replace(p, token_budget=budget), overhead)
+    assert gamma == max(g for g, r in ratios.items() if r <= budget)
+    assert how["ratio_by_gamma"][f"{gamma:g}"] <= budget
+    looser, _ = choose_gamma(labels, x, replace(p, token_budget=1.0), overhead)
+    assert looser >= gamma  # a looser budget never forces a smaller γ
+
+
+def test_a_budget_nothing_meets_takes_the_smallest_gamma_and_says_so() -> None:
+    labels, x = _labels()
+    p = replace(adr_params(), gammas=(0.5, 0.8), token_budget=0.01)
+    gamma, how = choose_gamma(labels, x, p, np.zeros(len(labels)))
+    assert gamma == 0.5 and "none within" in how["how"]
+
+
+def test_the_budget_is_a_share() -> None:
+    with pytest.raises(R2AError, match="token_budget"):
+        replace(adr_params(), token_budget=1.5).check()
