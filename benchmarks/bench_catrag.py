@@ -49,9 +49,10 @@ QUICK_VARIANTS = ("graph", "catrag")
 PAIRED = ("recall@5", "fcr@5", "answer_in_context@5")  # the differences to the baseline
 # the forms of catrag its default is chosen among (fold_choice, union_fold_choice): its
 # parts' subsets that keep anchoring (without it every subset lost on 2Wiki), with and
-# without the released x3 synonyms, and anchoring's ε at .1 and .5 beside the paper's .2
+# without the released x3 synonyms, anchoring's ε at .1 and .5 beside the paper's .2, and
+# anchors on named entities only (the paper's: `catrag_paper`, `*_entities`)
 CANDIDATES = (
-    "catrag_paper",
+    "catrag_all_parts",
     "catrag_no_edges",
     "catrag_no_keyfact",
     "catrag_anchoring_only",
@@ -60,6 +61,10 @@ CANDIDATES = (
     "catrag_anchoring_only_eps01",
     "catrag_anchoring_only_eps05",
     "catrag_no_keyfact_eps01",
+    "catrag_paper",
+    "catrag_anchoring_only_entities",
+    "catrag_no_keyfact_entities",
+    "catrag_no_edges_entities",
 )
 
 
@@ -157,6 +162,30 @@ def fold_choice(result: dict[str, Any], margin: float = 0.005) -> dict[str, Any]
     }
 
 
+def merge_earlier(rows: list[dict[str, Any]], path: str) -> list[str]:
+    """The variants of an earlier result (`--merge`) that this run did not evaluate, joined
+    into each dataset's rows when the queries are the same; returns their names."""
+    import json
+
+    try:
+        earlier = {r["dataset"]: r for r in json.loads(Path(path).read_text())["datasets"]}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        die(f"--merge {path}: not a result of this benchmark ({str(e).splitlines()[0]})")
+    added: set[str] = set()
+    for r in rows:
+        old = earlier.get(r["dataset"])
+        if old is None or "per_query" not in old:
+            continue
+        if old.get("query_ids") != r["query_ids"]:
+            die(f"--merge {path}: {r['dataset']}'s queries differ from this run's")
+        for name, pq in old["per_query"].items():
+            if name not in r["per_query"]:
+                r["per_query"][name] = pq
+                r["variants"][name] = {**old["variants"][name], "merged": True}
+                added.add(name)
+    return sorted(added)
+
+
 def union_fold_choice(results: list[dict[str, Any]], margin: float = 0.005) -> dict[str, Any]:
     """CatRAG's default chosen on the folds of every corpus run together (the development
     corpora's union): in each fold k, among the CANDIDATES that ran on every corpus, the
@@ -232,6 +261,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--datasets", default=",".join(DATASETS), help="comma-separated")
     ap.add_argument("--variants", help=f"comma-separated, of: {', '.join(VARIANTS)} (default: all)")
     ap.add_argument("--queries", type=int, help="the first N complete-gold queries per dataset")
+    ap.add_argument(
+        "--merge",
+        help="an earlier result of this benchmark: its variants not run now join each "
+        "dataset's rows (same queries, checked) before the union fold choice",
+    )
     args = ap.parse_args(argv)
     names = (
         [v.strip() for v in args.variants.split(",") if v.strip()]
@@ -250,6 +284,10 @@ def main(argv: list[str] | None = None) -> int:
     n = args.queries or (30 if args.quick else None)
     load_before = loadavg()
     rows = [run_dataset(d, names, n) for d in datasets]
+    merged = merge_earlier(rows, args.merge) if args.merge else []
+    for r in rows if merged else []:  # the one-corpus choice over every variant now present
+        r.pop("fold_choice", None)
+        r.update({"fold_choice": c} if (c := fold_choice(r)) else {})
     union = union_fold_choice(rows)
     result = {
         **new_result("catrag", args.quick, loadavg_1_5_15m_at_start=load_before),
@@ -257,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         "skipped": skipped,
         "datasets": rows,
         **({"union_fold_choice": union} if union else {}),
+        **({"merged_from": {"path": args.merge, "variants": merged}} if merged else {}),
         "notes": "Complete-gold queries, through `r2a evaluate retrieval --variant` "
         "(r2adapter/evaluate/retrieval.py VARIANTS); each variant runs over every query in "
         "turn (latency: the query's embedding and its retrieval). *_vs_graph: mean per-query "

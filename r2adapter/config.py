@@ -122,6 +122,7 @@ SEED_WEIGHTINGS = ("released", "averaged")  # graph.seed_weighting (retrieve/gra
 FACT_FILTERS = ("none", "llm")  # graph.fact_filter
 TIER_SOURCES = ("similarity", "learned", "llm")  # graph.tier_source (retrieve/catrag.py)
 ENTITY_MATCHES = ("exact", "embedding")  # graph.entity_match (retrieve/catrag.py)
+ANCHOR_PHRASES = ("entities", "entities_and_chunks")  # graph.anchor_phrases
 CATRAG_PARTS = ("anchoring", "edges", "keyfact")  # CatRAG's components (graph.catrag_ablate)
 PPR_SOLVERS = ("auto", "local", "exact")  # graph.ppr_solver (retrieve/graph.py)
 PPR_R_MAX_RANGE = (1e-12, 1e-1)  # graph.ppr_r_max: forward push's residual threshold
@@ -192,6 +193,9 @@ class GraphParams:
     llm_context_facts: int = 8
     # -- CatRAG (retrieve/catrag.py), the paper's values --
     anchor_epsilon: float = 0.2  # ε: reset weight of a query entity that is not a seed
+    # which query phrases anchor: `entities` (spaCy's named entities only: the paper's
+    # "recognized entities") | `entities_and_chunks` (also noun chunks: "the performer")
+    anchor_phrases: str = "entities"
     keyfact_beta: float = 2.5  # β: a seed's passage edges backed by a seed fact
     n_seed: int = 5  # N_seed: seeds whose out-edges are reweighted
     k_edge: int = 15  # K_edge: fact neighbours per seed kept for tiering (Stage I)
@@ -280,6 +284,11 @@ class GraphParams:
         _need(
             self.tier_source in TIER_SOURCES,
             f"graph.tier_source must be one of {', '.join(TIER_SOURCES)}, not {self.tier_source!r}",
+        )
+        _need(
+            self.anchor_phrases in ANCHOR_PHRASES,
+            f"graph.anchor_phrases must be one of {', '.join(ANCHOR_PHRASES)}, "
+            f"not {self.anchor_phrases!r}",
         )
         _need(
             0.0 <= self.anchor_epsilon <= 1.0,
@@ -583,6 +592,11 @@ class AdrParams:
     fact_tokens: int = 0  # the facts handed to the reader, ≤ this many tokens (0: all)
     context_passages: int = 0  # the first ranked passages also handed to the reader
     max_passages: int = 5  # the passages an operator ranks (Recall@5, FCR@5 count them)
+    # how an operator ranks its passages (r2adapter/adr/forms.py, issue 26): similarity (the
+    # cosine of the fact or insight that brought each) | ppr (its entities seed PPR on the
+    # graph index, with graph's dense passage seeds) | ppr_facts (graph's own phrase seeding
+    # over the operator's facts) | dense (its candidates by passage cosine)
+    passage_rank: str = "similarity"
     tokenizer: str = ""  # the reader's tokenizer (a transformers name/path); "": the encoder's
     gamma: float = 0.75  # ADR eq. 1: the class if its confidence ≥ γ, else moderate
     gammas: tuple[float, ...] = (0.5, 0.65, 0.75, 0.85)  # the fallback-share sensitivity
@@ -630,6 +644,11 @@ class AdrParams:
             f"adr.objective must be CPM or modularity, not {self.objective!r}",
         )
         _need(self.llm_timeout_s > 0, "adr.llm_timeout_s must be > 0")
+        _need(
+            self.passage_rank in ("similarity", "ppr", "ppr_facts", "dense"),
+            f"adr.passage_rank must be similarity, ppr, ppr_facts or dense, "
+            f"not {self.passage_rank!r}",
+        )
 
 
 @dataclass(frozen=True)

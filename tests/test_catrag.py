@@ -252,6 +252,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         ("entity_match: fuzzy", "graph.entity_match"),
         ("catrag_ablate: [hubs]", "graph.catrag_ablate"),
         ("catrag_synonym_scale: 0", "graph.catrag_synonym_scale"),
+        ("anchor_phrases: nouns", "graph.anchor_phrases"),
     ],
 )
 def test_bad_graph_parameters_are_one_line(home: Path, line: str, named: str) -> None:
@@ -270,6 +271,16 @@ def test_the_defaults_are_todays_graph_and_the_papers_catrag(home: Path) -> None
     (home / "params.yaml").write_text("graph:\n  fact_edge_scale: 2\n  tier_source: learned\n")
     p = load_params().graph
     assert (p.fact_edge_scale, p.tier_source) == (2.0, "learned")
+
+
+@pytest.mark.unit
+def test_anchor_phrases_entities_leaves_noun_chunks_out() -> None:
+    from r2adapter.nlp.ner import query_phrases
+
+    q = "Who is the spouse of the director of the film Titanic?"
+    both, named = query_phrases([q])[0], query_phrases([q], chunks=False)[0]
+    assert set(named) < set(both)  # the chunks ("the spouse", ...) only with chunks
+    assert any("spouse" in p for p in both) and not any("spouse" in p for p in named)
 
 
 @pytest.mark.unit

@@ -95,3 +95,20 @@ def test_cli_evaluate_retrieval_variant(sample_dataset: str, pg_env: dict[str, s
     r = run_cli([*base, "--variant", "catrag", "--mode", "graph"], pg_env)
     assert r.returncode == 1 and r.stderr.strip().count("\n") == 0
     assert "leave out --mode and --ablate" in r.stderr
+
+
+@pytest.mark.unit
+def test_catrag_names_its_form_plainly() -> None:
+    from r2adapter.evaluate.retrieval import catrag_form
+
+    assert catrag_form((), "entities").startswith("the paper's form")
+    assert catrag_form(("edges", "keyfact"), "entities") == (
+        "a subset of the paper's parts: anchoring (named entities)"
+    )
+    assert "noun chunks" in catrag_form((), "entities_and_chunks")
+    assert catrag_form(("anchoring", "edges", "keyfact"), "entities").startswith("no part")
+    # a named variant means what its name says whatever the default turns off
+    assert variant_params("catrag_paper").catrag_ablate == ()
+    assert variant_params("catrag_paper").anchor_phrases == "entities"
+    assert variant_params("catrag_no_edges").anchor_phrases == "entities_and_chunks"
+    assert variant_params("catrag_no_edges").catrag_ablate == ()

@@ -55,8 +55,11 @@ VARIANTS: dict[str, Variant] = {
         "graph", {"fact_edge_scale": 2.0, "synonym_edge_scale": 2.0}
     ),
     "graph_averaged_seeds": Variant("graph", {"seed_weighting": "averaged"}),
-    "catrag": Variant("catrag"),  # the configured default (graph.catrag_ablate)
-    "catrag_paper": Variant("catrag"),  # the paper's three parts, whatever the default
+    "catrag": Variant("catrag"),  # the configured default (graph.catrag_ablate, anchor_phrases)
+    # the paper's form: its three parts, anchored on the query's named entities
+    "catrag_paper": Variant("catrag", {"anchor_phrases": "entities"}),
+    # the three parts anchored on entities and noun chunks (the first build's form)
+    "catrag_all_parts": Variant("catrag"),
     "catrag_embedding_match": Variant("catrag", {"entity_match": "embedding"}),
     "catrag_no_anchoring": Variant("catrag", ablate=("anchoring",)),
     "catrag_no_edges": Variant("catrag", ablate=("edges",)),
@@ -70,6 +73,16 @@ VARIANTS: dict[str, Variant] = {
         "catrag", {"anchor_epsilon": 0.5}, ablate=("edges", "keyfact")
     ),
     "catrag_no_keyfact_eps01": Variant("catrag", {"anchor_epsilon": 0.1}, ablate=("keyfact",)),
+    # the paper anchors "recognized entities": spaCy's named entities, no noun chunks
+    "catrag_anchoring_only_entities": Variant(
+        "catrag", {"anchor_phrases": "entities"}, ablate=("edges", "keyfact")
+    ),
+    "catrag_no_keyfact_entities": Variant(
+        "catrag", {"anchor_phrases": "entities"}, ablate=("keyfact",)
+    ),
+    "catrag_no_edges_entities": Variant(
+        "catrag", {"anchor_phrases": "entities"}, ablate=("edges",)
+    ),
     "catrag_learned_cv5": Variant("catrag", {"tier_source": "learned"}, tiers="cross_fitted"),
     # CatRAG's released code: synonym edge scores × 3 (its appendix), on the catrag walk only
     "catrag_synonym_x3": Variant("catrag", {"catrag_synonym_scale": 3.0}),
@@ -105,14 +118,30 @@ def check_variants(names: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
+def catrag_form(ablate: Sequence[str], anchor_phrases: str) -> str:
+    """CatRAG's form in words: the paper's (three parts, named-entity anchors) or the
+    subset that runs, named plainly."""
+    on = [part for part in ("anchoring", "edges", "keyfact") if part not in ablate]
+    anchors = "named entities" if anchor_phrases == "entities" else "entities and noun chunks"
+    if not on:
+        return "no part on: graph retrieval"
+    if len(on) == 3 and anchor_phrases == "entities":
+        return "the paper's form: anchoring (named entities), tiered edges, key-fact"
+    parts = ", ".join(f"anchoring ({anchors})" if p == "anchoring" else p for p in on)
+    return f"a subset of the paper's parts: {parts}" if len(on) < 3 else f"all parts: {parts}"
+
+
 def variant_params(name: str, base: GraphParams | None = None) -> GraphParams:
     """The variant's GraphParams: `base` (params.yaml's) with its overrides, checked."""
     spec = VARIANTS[name]
     overrides = dict(spec.params)
     if spec.strategy == "catrag" and name != "catrag":
         # a named form is what its name says over CatRAG's three parts, whatever parts the
-        # configured default (`catrag`, graph.catrag_ablate) turns off
+        # configured default (`catrag`, graph.catrag_ablate) turns off; without `_entities`
+        # (or `catrag_paper`) its anchors are entities and noun chunks, as every result file
+        # before the named-entity anchors measured
         overrides.setdefault("catrag_ablate", ())
+        overrides.setdefault("anchor_phrases", "entities_and_chunks")
     try:
         p = replace(base or graph_params(), **overrides)
     except TypeError as e:
@@ -433,6 +462,7 @@ def evaluate_retrieval(
             m.update(ev.stats())
         if mode == "catrag":  # graph.catrag_ablate and --ablate
             m["ablate"] = list(ev.retriever.ablate)
+            m["form"] = catrag_form(ev.retriever.ablate, ev.retriever.params.anchor_phrases)
         m.update(ev.extra)
         out[name] = m
         if per_query:

@@ -40,16 +40,16 @@ def entities(texts: Sequence[str]) -> list[list[tuple[str, str]]]:
 _LEADING = {"DET", "PRON", "PART"}
 
 
-def query_phrases(texts: Sequence[str]) -> list[list[str]]:
-    """Named entities, then noun chunks (without leading determiners and pronouns), per
-    input text; each phrase once, in order."""
+def query_phrases(texts: Sequence[str], chunks: bool = True) -> list[list[str]]:
+    """Named entities, then (`chunks`) noun chunks (without leading determiners and
+    pronouns), per input text; each phrase once, in order."""
     nlp = ner_pipeline()
     out: list[list[str]] = []
     with _lock:
         docs = list(nlp.pipe(texts, batch_size=64))
     for doc in docs:
         phrases = [e.text for e in doc.ents]
-        for chunk in doc.noun_chunks:
+        for chunk in doc.noun_chunks if chunks else ():
             start = chunk.start
             while start < chunk.end and doc[start].pos_ in _LEADING:
                 start += 1

@@ -285,7 +285,7 @@ class CatragRetriever(GraphRetriever):
         from r2adapter.nlp.ner import query_phrases
 
         p = self.params
-        phrases = query_phrases([query])[0]
+        phrases = query_phrases([query], chunks=p.anchor_phrases == "entities_and_chunks")[0]
         embed = self.encoder if p.entity_match == "embedding" else None
         return anchor_entities(g, catrag_maps(g), phrases, p.entity_match_threshold, embed)
 

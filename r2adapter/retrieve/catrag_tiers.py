@@ -311,6 +311,7 @@ SHAPING = (
     "synonym_edge_scale",
     "seed_weighting",
     "anchor_epsilon",
+    "anchor_phrases",
     "n_seed",
     "k_edge",
     "similarity_bands",
