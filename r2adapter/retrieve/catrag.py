@@ -3,8 +3,9 @@ HippoRAG 2's graph search with the static transition turned into a query-specifi
 before PPR. Three edits, each of which `ablate` can turn off:
 
 - **anchoring** (symbolic anchoring): the query's named entities (spaCy, parsed beside the
-  fact search; with `anchor_phrases: entities_and_chunks` its noun chunks too), matched to phrase nodes by normalised exact name (with
-  `entity_match: embedding`, else by the nearest entity embedding at cosine ≥
+  fact search; with `anchor_phrases: entities_and_chunks` its noun chunks too), matched to
+  phrase nodes by normalised exact name (with `entity_match: embedding`, else by the
+  nearest entity embedding at cosine ≥
   `entity_match_threshold`), join the reset vector with the weak weight ε
   (`anchor_epsilon`) ÷ the passages holding them, as fact seeds are divided; a phrase that
   is already a seed keeps its seed weight.
