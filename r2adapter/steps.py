@@ -168,6 +168,7 @@ def evaluate_kway(
         from r2adapter.kway.loco import loco_report
 
         report = loco_report(name, budget)
+        _loco_adr(name, report)
     else:
         plane = kway_plane(name, protocol, budget)
         report = plane_report(plane, champion_router, kinds, extra=(merge_adr_rows,))
@@ -176,6 +177,20 @@ def evaluate_kway(
 
         report["saved"] = save_and_log(report)
     return report
+
+
+def _loco_adr(name: str, report: dict[str, Any]) -> None:
+    """ADR's head left out the same way (trained on the other corpora's ADR labels), its
+    rows beside the k-way router's on the held-out corpus's ADR-labelled queries."""
+    from r2adapter.adr.evaluate import merge_adr_rows
+    from r2adapter.adr.labels import adr_label_path, read_adr_labels
+
+    routers, notes = report["routers"], report["notes"]
+    if not adr_label_path(name).is_file():
+        notes.append(f"adr: no ADR labels for {name}: run `r2a adr label --dataset {name}`")
+        return
+    ids = [lab.query_id for lab in read_adr_labels(name)]
+    merge_adr_rows(name, "loco", ids, routers, notes)
 
 
 def evaluate_routing(

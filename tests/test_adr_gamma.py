@@ -67,3 +67,31 @@ def test_a_budget_nothing_meets_takes_the_smallest_gamma_and_says_so() -> None:
 def test_the_budget_is_a_share() -> None:
     with pytest.raises(R2AError, match="token_budget"):
         replace(adr_params(), token_budget=1.5).check()
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    from r2adapter.config import settings
+
+    monkeypatch.setenv("R2A_HOME", str(tmp_path))
+    settings.cache_clear()
+    yield tmp_path
+    monkeypatch.undo()
+    settings.cache_clear()
+
+
+def test_loco_trains_adr_on_every_other_corpus_and_names_the_command_without_one(home) -> None:  # type: ignore[no-untyped-def]
+    from r2adapter.adr.evaluate import other_corpora_labels
+    from r2adapter.adr.labels import adr_label_path, export_adr_labels
+
+    with pytest.raises(R2AError) as e:
+        other_corpora_labels("musique_dev")
+    assert "r2a adr label --dataset C" in str(e.value) and "\n" not in str(e.value)
+    labels, _ = _labels(30)
+    for name, part in (("hotpotqa_dev", labels[:20]), ("musique_dev", labels[20:])):
+        adr_label_path(name).parent.mkdir(parents=True, exist_ok=True)
+        export_adr_labels(adr_label_path(name), part)
+    got, sizes = other_corpora_labels("musique_dev")
+    assert sizes == {"hotpotqa_dev": 20} and [g.query_id for g in got] == [
+        lab.query_id for lab in labels[:20]
+    ]

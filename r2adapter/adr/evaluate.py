@@ -117,6 +117,16 @@ def adr_routers(
         p = replace(p, gamma=gamma)
         probs = head.probs(x)
         how = "trained on train+val"
+    elif protocol == "loco":
+        train, sizes = other_corpora_labels(dataset)
+        xt = get_encoder().encode([lab.question for lab in train])
+        head = fit_head(xt, [lab.label for lab in train], p.classifier_c, p.seed)
+        gamma, chosen_gamma = choose_gamma(
+            train, xt, p, prompt_overhead([lab.question for lab in train], p)
+        )
+        p = replace(p, gamma=gamma)
+        probs = head.probs(x)
+        how = f"trained on {' + '.join(f'{c} ({n})' for c, n in sizes.items())}, {dataset} held out"
     else:
         served = _champion_head(dataset, notes)
         if served is None:
@@ -158,6 +168,28 @@ def adr_routers(
         + f" (head {how})"
     )
     return rows, notes
+
+
+def other_corpora_labels(held_out: str) -> tuple[list[AdrLabel], dict[str, int]]:
+    """`--protocol loco`: the ADR labels of every shipped corpus but `held_out` that has
+    them (all their splits), and how many from each; none is a one-line error naming the
+    command that makes them."""
+    from r2adapter.adr.labels import adr_label_path
+    from r2adapter.data.adapters import SHIPPED_DATASETS
+
+    out: list[AdrLabel] = []
+    sizes: dict[str, int] = {}
+    for c in SHIPPED_DATASETS:
+        if c != held_out and adr_label_path(c).is_file():
+            labs = read_adr_labels(c)
+            out += labs
+            sizes[c] = len(labs)
+    if not out:
+        raise R2AError(
+            f"loco: no other corpus has ADR labels to train on: run `r2a index --dataset C "
+            f"--adr` then `r2a adr label --dataset C` for another corpus C (held out: {held_out})"
+        )
+    return out, sizes
 
 
 def _fold_gammas(
