@@ -18,6 +18,13 @@ narratives of E* plus the facts of E_ground; no passage text (`context_passages`
 first ranked ones) and no budget (`fact_tokens` > 0 caps the facts, `max_up_edges` > 0 the
 edges of eq. 5): the paper states neither. Its size is counted in the reader's tokens. The
 query embedding is the caller's (computed once).
+
+`passage_rank` (adr/forms.py) says how the passages are ranked: `similarity` as above;
+`ppr` from the operator's entities on the graph index (simple and moderate: the anchors;
+complex: the entities of E_ground's facts); `ppr_facts` from the ends of its best facts, as
+the graph retriever seeds from the corpus's; `dense` every candidate passage by its
+embedding's cosine. Only the ranking changes (and the passages `context_passages` shows);
+the facts and narratives do not. The ranking's time is the operator's.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from r2adapter.adr import store
+from r2adapter.adr.forms import PassageRanker, fact_entities, ranker_for
 from r2adapter.adr.hypergraph import narrative_members
 from r2adapter.config import AdrParams, adr_params
 from r2adapter.data.schema import fact_text
@@ -58,6 +66,9 @@ class AdrContext:
     tokens: int  # facts + narratives (+ `context_passages` passages), in the reader's tokens
     ms: float  # the operator's own time (the query embedding not included)
     anchors: list[str] = field(default_factory=list)  # entity names (simple, moderate)
+    # `passage_rank` ppr or dense fell back to dense over the corpus (no entity to seed, no
+    # candidate passage: adr/forms.py)
+    fallback: bool = False
 
     @property
     def passage_ids(self) -> list[str]:
@@ -194,6 +205,14 @@ class AdrOperators:
         self.p = p or adr_params()
         self.dataset = dataset
         self.ix = load_adr_index(dataset, self.p)
+        self._ranker: PassageRanker | None = None
+
+    def ranker(self) -> PassageRanker:
+        """The graph index the `ppr`, `ppr_facts` and `dense` rankings read, loaded on first use."""
+        r = getattr(self, "_ranker", None)
+        if r is None:
+            r = self._ranker = ranker_for(self.dataset, self.ix.version, self.ix.entity_names)
+        return r
 
     # -- the pieces the operators share -------------------------------------------------
     def _facts(self, fact_ids: set[int], qvec: np.ndarray) -> tuple[list[int], np.ndarray]:
@@ -215,9 +234,26 @@ class AdrOperators:
             used += t
         return lines, used
 
-    def _ranked_passages(self, scored: dict[str, float]) -> list[tuple[str, float]]:
+    def _ranked_passages(
+        self,
+        scored: dict[str, float],
+        qvec: np.ndarray,
+        seeds: dict[int, float],
+        fact_ids: list[int],
+    ) -> tuple[list[tuple[str, float]], bool]:
+        """The first `max_passages` by `passage_rank` (adr/forms.py); and whether it fell
+        back. `scored`: every candidate passage with its similarity score; `seeds`: the
+        operator's entities with their scores (ppr); `fact_ids`: its facts, best first
+        (ppr_facts)."""
+        k, form = self.p.max_passages, self.p.passage_rank
+        if form == "ppr":
+            return self.ranker().ppr(qvec, seeds, k)
+        if form == "ppr_facts":
+            return self.ranker().ppr_facts(qvec, fact_ids, k)
+        if form == "dense":
+            return self.ranker().dense(qvec, scored, k)
         best = sorted(scored.items(), key=lambda kv: (-kv[1], kv[0]))
-        return best[: self.p.max_passages]
+        return best[:k], False
 
     def _finish(
         self,
@@ -228,14 +264,17 @@ class AdrOperators:
         fact_tok: int,
         edges: list[int],
         anchors: list[str],
+        qvec: np.ndarray,
+        seeds: dict[int, float],
+        fact_ids: list[int],
     ) -> AdrContext:
-        passages = self._ranked_passages(scored)
+        passages, fallback = self._ranked_passages(scored, qvec, seeds, fact_ids)
         tokens = fact_tok + int(sum(self.ix.narrative_tokens[e] for e in edges))
         shown = passages[: self.p.context_passages]  # the paper hands none
         tokens += sum(self.ix.passage_tokens.get(pid, 0) for pid, _ in shown)
         stories = [self.ix.narratives[e] for e in edges]
         ms = (time.perf_counter() - t0) * 1000
-        return AdrContext(op, passages, facts, stories, tokens, ms, anchors)
+        return AdrContext(op, passages, facts, stories, tokens, ms, anchors, fallback)
 
     def _anchor(
         self, qvec: np.ndarray, query: str = ""
@@ -314,11 +353,12 @@ class AdrOperators:
     def simple(self, qvec: np.ndarray, query: str = "") -> AdrContext:
         t0 = time.perf_counter()
         anchors, ranked, scores = self._anchor(qvec, query)
-        facts, ftok = self._fact_context(self._sub_facts(anchors, ranked, qvec)[0])
+        sub = self._sub_facts(anchors, ranked, qvec)[0]
+        facts, ftok = self._fact_context(sub)
         names = [self.ix.entity_names[e] for e, _ in anchors]
-        return self._finish(
-            "simple", t0, self._fact_passages(ranked, scores), facts, ftok, [], names
-        )
+        scored = self._fact_passages(ranked, scores)
+        seeds = dict(anchors)
+        return self._finish("simple", t0, scored, facts, ftok, [], names, qvec, seeds, sub)
 
     def moderate(self, qvec: np.ndarray, query: str = "") -> AdrContext:
         t0 = time.perf_counter()
@@ -333,18 +373,25 @@ class AdrOperators:
         scored = self._fact_passages(ranked, scores)
         self._insight_passages([v for e in up for v in self.ix.edge_shown[e]], qvec, scored)
         names = [self.ix.entity_names[e] for e, _ in anchors]
-        return self._finish("moderate", t0, scored, facts, ftok, up, names)
+        ents = dict(anchors)
+        return self._finish("moderate", t0, scored, facts, ftok, up, names, qvec, ents, sub)
 
     def complex(self, qvec: np.ndarray, query: str = "") -> AdrContext:
         t0 = time.perf_counter()
         edges = self._top_edges(qvec)
         # eq. 7: π⁻¹ of every member insight vertex (vertex i is hyperedge i)
         ground = [v for e in edges for v in self.ix.edge_members[e]]
-        ranked, _ = self._facts({f for h in ground for f in self.ix.hyperedge_facts[h]}, qvec)
+        ranked, fscores = self._facts({f for h in ground for f in self.ix.hyperedge_facts[h]}, qvec)
         facts, ftok = self._fact_context(ranked)
         scored: dict[str, float] = {}
         self._insight_passages(ground, qvec, scored)
-        return self._finish("complex", t0, scored, facts, ftok, edges, [])
+        # ppr's seeds: the entities of E_ground's facts, each at its best fact's cosine
+        seeds = (
+            fact_entities(self.ranker().g.fact_ends, ranked, fscores)
+            if self.p.passage_rank == "ppr"
+            else {}
+        )
+        return self._finish("complex", t0, scored, facts, ftok, edges, [], qvec, seeds, ranked)
 
     def _top_edges(self, qvec: np.ndarray) -> list[int]:
         """Eq. 6: the k_d deep insight edges most similar to the query. `narrative`: by the
