@@ -458,6 +458,10 @@ class KwayParams:
     # them); out of fold on 2Wiki the three @5 retrievers beat all fourteen at every budget
     # (fewer heads and thresholds to fit; the per-query k adds nothing the query shows)
     route: tuple[str, ...] = ("dense@5", "graph@5", "catrag@5")
+    # more corpora whose strategy labels the router trains on beside the training dataset's
+    # (heads on every one's train split, thresholds on every one's val split, features on
+    # each corpus's own graph; the gate's test split is every one's test split): the union
+    train_corpora: tuple[str, ...] = ()
     depth: int = 20  # ranking depth labelled per retriever (every k is a prefix)
     rrf_k: int = 60  # reciprocal-rank fusion constant (Cormack et al. 2009)
     features: tuple[str, ...] = KWAY_FEATURES  # what the heads read (kway/features.py)
@@ -605,6 +609,9 @@ class AdrParams:
     # gamma.py); 0: γ fixed at `gamma`
     token_budget: float = 0.0
     classifier_c: float = 1.0  # inverse L2 strength of the softmax head over the embedding
+    # more corpora whose ADR labels the head trains on beside the training dataset's (their
+    # train and val splits; the test figures on every one's test split): the union
+    train_corpora: tuple[str, ...] = ()
 
     def check(self) -> None:
         for name in ("min_hyperedge", "k_e", "k_d", "max_passages", "narrative_tokens"):

@@ -42,10 +42,12 @@ def test_figures(router: AdrRouter, labels: list[AdrLabel], x: np.ndarray) -> di
     return out
 
 
-def _labels_and_x(dataset: str) -> tuple[list[AdrLabel], np.ndarray, str]:
+def _labels_and_x(dataset: str, more: Sequence[str] = ()) -> tuple[list[AdrLabel], np.ndarray, str]:
+    """The ADR labels of `dataset` and of the corpora `more` (adr.train_corpora), with
+    their questions' embeddings."""
     from r2adapter.index.encoder import get_encoder
 
-    labels = read_adr_labels(dataset)
+    labels = [lab for c in dict.fromkeys([dataset, *more]) for lab in read_adr_labels(c)]
     enc = get_encoder()
     return labels, enc.encode([lab.question for lab in labels]), enc.name
 
@@ -60,11 +62,12 @@ def train_and_register_adr(dataset: str, p: AdrParams | None = None) -> dict[str
 
     t0 = time.perf_counter()
     p = p or adr_params()
-    labels, x, encoder = _labels_and_x(dataset)
+    labels, x, encoder = _labels_and_x(dataset, p.train_corpora)
     tr = [i for i, lab in enumerate(labels) if lab.split != "test"]
     if not tr:
         raise R2AError(f"{dataset}: the ADR labels have no train or val queries to train on")
-    md5 = hashlib.md5(adr_label_path(dataset).read_bytes()).hexdigest()
+    corpora = list(dict.fromkeys([dataset, *p.train_corpora]))
+    md5 = ",".join(hashlib.md5(adr_label_path(c).read_bytes()).hexdigest() for c in corpora)
     exp = mlflow_setup()
     with mlflow.start_run(experiment_id=exp, run_name=f"adr-{dataset}") as run:
         mlflow.log_params(
@@ -75,6 +78,7 @@ def train_and_register_adr(dataset: str, p: AdrParams | None = None) -> dict[str
                 "encoder": encoder,
                 "dataset": dataset,
                 "label_md5": md5,
+                "trained_on": ",".join(corpora),
                 "n_train": len(tr),
                 "n_test": len(labels) - len(tr),
             }
@@ -95,6 +99,7 @@ def train_and_register_adr(dataset: str, p: AdrParams | None = None) -> dict[str
         "run_id": run.info.run_id,
         "gamma": gamma,
         "gamma_chosen": how,
+        "trained_on": corpora,
         "n_train": len(tr),
         "seconds": time.perf_counter() - t0,
         **{f"test_{k}": v for k, v in test.items()},
@@ -155,7 +160,7 @@ class AdrFamily:
         return load_adr(alias)
 
     def test_split(self, dataset: str, candidate: Any, tags: Mapping[str, str]) -> AdrSplit:
-        labels, x, _ = _labels_and_x(dataset)
+        labels, x, _ = _labels_and_x(dataset, adr_params().train_corpora)
         if not any(lab.split == "test" for lab in labels):
             raise R2AError(f"{dataset}: the ADR labels have no test split to gate on")
         return AdrSplit(labels, x)

@@ -32,7 +32,27 @@ class SplitData:
     qvecs: np.ndarray
 
 
+def training_corpora(dataset: str, extra: Sequence[str]) -> list[str]:
+    """The training dataset, then the `extra` corpora (kway/adr.train_corpora), once each."""
+    return list(dict.fromkeys([dataset, *extra]))
+
+
 def split_data(dataset: str, p: KwayParams) -> SplitData:
+    """The strategy labels of `dataset` and of every corpus of p.train_corpora (each one's
+    features read on its own graph), stacked: the union the router trains and is gated on."""
+    parts = [corpus_split_data(c, p) for c in training_corpora(dataset, p.train_corpora)]
+    if len(parts) == 1:
+        return parts[0]
+    return SplitData(
+        np.vstack([d.x for d in parts]),
+        {k: np.concatenate([d.m[k] for d in parts]) for k in parts[0].m},
+        np.concatenate([d.split for d in parts]),
+        [q for d in parts for q in d.questions],
+        np.vstack([d.qvecs for d in parts]),
+    )
+
+
+def corpus_split_data(dataset: str, p: KwayParams) -> SplitData:
     from r2adapter.index.encoder import get_encoder
     from r2adapter.kway.features import KwayFeatures
     from r2adapter.kway.labels import outcome_matrix, read_strategy_labels
@@ -89,6 +109,7 @@ def train_and_register_kway(dataset: str, p: KwayParams | None = None) -> dict[s
         mlflow.log_params({f"kway.{k}": v for k, v in asdict(p).items() if k != "strategies"})
         mlflow.log_param("kway.strategies", ",".join(p.strategies))
         mlflow.log_params({"dataset": dataset, "n_train": len(tr), "n_val": len(va)})
+        mlflow.log_param("kway.trained_on", ",".join(training_corpora(dataset, p.train_corpora)))
         router, hist = fit_kway(
             d.x[tr], d.m["suitable"][tr], d.x[va], costs(va), costs(tr), p.strategies, p, dataset
         )
@@ -107,6 +128,7 @@ def train_and_register_kway(dataset: str, p: KwayParams | None = None) -> dict[s
         "best_step": hist.best_step,
         "thresholds": dict(zip(p.strategies, router.cfg.thresholds, strict=True)),
         "fallback": router.cfg.fallback,
+        "trained_on": training_corpora(dataset, p.train_corpora),
         "seconds": time.perf_counter() - t0,
         **{f"test_{k}": v for k, v in test.items()},
     }
