@@ -95,3 +95,19 @@ def test_loco_trains_adr_on_every_other_corpus_and_names_the_command_without_one
     assert sizes == {"hotpotqa_dev": 20} and [g.query_id for g in got] == [
         lab.query_id for lab in labels[:20]
     ]
+
+
+def test_the_union_reads_every_listed_corpus_once(home) -> None:  # type: ignore[no-untyped-def]
+    from r2adapter.adr.labels import adr_label_path, export_adr_labels
+    from r2adapter.adr.registry import _labels_and_x
+    from r2adapter.kway.registry import training_corpora
+
+    assert training_corpora("a", ("b", "a", "c")) == ["a", "b", "c"]
+    labels, _ = _labels(30)
+    for name, part in (("hotpotqa_dev", labels[:20]), ("musique_dev", labels[20:])):
+        adr_label_path(name).parent.mkdir(parents=True, exist_ok=True)
+        export_adr_labels(adr_label_path(name), part)
+    got, x, _ = _labels_and_x("hotpotqa_dev", ("musique_dev", "hotpotqa_dev"))
+    assert [g.query_id for g in got] == [lab.query_id for lab in labels] and x.shape[0] == 30
+    with pytest.raises(R2AError):  # a listed corpus without labels is an error, not skipped
+        _labels_and_x("hotpotqa_dev", ("2wikimultihopqa",))
