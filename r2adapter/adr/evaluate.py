@@ -36,13 +36,14 @@ import numpy as np
 from r2adapter.adr.gamma import (
     COMPLEX,
     choose_gamma,
+    fit_with_gamma,
     out_of_fold,
     prompt_overhead,
     prompt_tokens,
 )
 from r2adapter.adr.labels import AdrLabel, figures, read_adr_labels
 from r2adapter.adr.operators import OPERATORS
-from r2adapter.adr.router import Decision, SoftmaxHead, decide, fallback_share, fit_head
+from r2adapter.adr.router import Decision, SoftmaxHead, decide, fallback_share
 from r2adapter.config import AdrParams, adr_params
 from r2adapter.errors import R2AError
 from r2adapter.evaluate.folds import N_FOLDS, fold_of
@@ -109,21 +110,13 @@ def adr_routers(
         train = [lab for lab in by_id.values() if lab.split != "test" and lab.query_id not in held]
         if not train:
             raise R2AError("no labelled train/val queries to train the ADR head on")
-        xt = get_encoder().encode([lab.question for lab in train])
-        head = fit_head(xt, [lab.label for lab in train], p.classifier_c, p.seed)
-        gamma, chosen_gamma = choose_gamma(
-            train, xt, p, prompt_overhead([lab.question for lab in train], p)
-        )
+        head, gamma, chosen_gamma = fit_with_gamma(train, p)
         p = replace(p, gamma=gamma)
         probs = head.probs(x)
         how = "trained on train+val"
     elif protocol == "loco":
         train, sizes = other_corpora_labels(dataset)
-        xt = get_encoder().encode([lab.question for lab in train])
-        head = fit_head(xt, [lab.label for lab in train], p.classifier_c, p.seed)
-        gamma, chosen_gamma = choose_gamma(
-            train, xt, p, prompt_overhead([lab.question for lab in train], p)
-        )
+        head, gamma, chosen_gamma = fit_with_gamma(train, p)
         p = replace(p, gamma=gamma)
         probs = head.probs(x)
         how = f"trained on {' + '.join(f'{c} ({n})' for c, n in sizes.items())}, {dataset} held out"

@@ -28,7 +28,14 @@ from r2adapter.config import AdrParams
 from r2adapter.errors import R2AError
 from r2adapter.evaluate.folds import N_FOLDS, fold_of
 
-__all__ = ["COMPLEX", "choose_gamma", "out_of_fold", "prompt_overhead", "prompt_tokens"]
+__all__ = [
+    "COMPLEX",
+    "choose_gamma",
+    "fit_with_gamma",
+    "out_of_fold",
+    "prompt_overhead",
+    "prompt_tokens",
+]
 
 COMPLEX = "complex"  # the reference of the token ratio (always-complex, the paper's)
 
@@ -104,3 +111,19 @@ def choose_gamma(
         + ("" if within else " (none within: the smallest)"),
         "ratio_by_gamma": {f"{g:g}": round(r, 4) for g, r in ratios.items()},
     }
+
+
+def fit_with_gamma(
+    labels: Sequence[AdrLabel], p: AdrParams, x: np.ndarray | None = None
+) -> tuple[SoftmaxHead, float, dict[str, Any]]:
+    """The head fitted on `labels` (their questions embedded unless `x` is given) and its γ
+    chosen on them (`choose_gamma`): what `r2a train --router adr`, `--protocol test` and
+    `--protocol loco` each fit."""
+    if x is None:
+        from r2adapter.index.encoder import get_encoder
+
+        x = get_encoder().encode([lab.question for lab in labels])
+    head = fit_head(x, [lab.label for lab in labels], p.classifier_c, p.seed)
+    overhead = prompt_overhead([lab.question for lab in labels], p)
+    gamma, how = choose_gamma(labels, x, p, overhead)
+    return head, gamma, how

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from r2adapter.adr.labels import AdrLabel, adr_label_path, figures, read_adr_labels
-from r2adapter.adr.router import AdrRouter, decide, fit_head
+from r2adapter.adr.router import AdrRouter, decide
 from r2adapter.config import AdrParams, adr_params
 from r2adapter.errors import R2AError
 from r2adapter.kway.registry import COST_TOLERANCE, RECALL_TOLERANCE
@@ -55,7 +55,7 @@ def _labels_and_x(dataset: str, more: Sequence[str] = ()) -> tuple[list[AdrLabel
 def train_and_register_adr(dataset: str, p: AdrParams | None = None) -> dict[str, Any]:
     import mlflow
 
-    from r2adapter.adr.gamma import choose_gamma, prompt_overhead
+    from r2adapter.adr.gamma import fit_with_gamma
     from r2adapter.adr.pyfunc import AdrModel
     from r2adapter.registry.models import register_candidate
     from r2adapter.registry.tracking import mlflow_setup
@@ -83,11 +83,7 @@ def train_and_register_adr(dataset: str, p: AdrParams | None = None) -> dict[str
                 "n_test": len(labels) - len(tr),
             }
         )
-        head = fit_head(x[tr], [labels[i].label for i in tr], p.classifier_c, p.seed)
-        trained = [labels[i] for i in tr]
-        gamma, how = choose_gamma(
-            trained, x[tr], p, prompt_overhead([lab.question for lab in trained], p)
-        )
+        head, gamma, how = fit_with_gamma([labels[i] for i in tr], p, x[tr])
         mlflow.log_params({"adr.gamma_chosen": gamma, "adr.token_budget": p.token_budget})
         router = AdrRouter(head, gamma, encoder, dataset)
         test = test_figures(router, labels, x)
