@@ -213,3 +213,16 @@ def test_no_anchor_falls_back_to_dense_and_is_counted(monkeypatch) -> None:
         ops.p = replace(ops.p, passage_rank=form)
         c = ops.run("simple", Q)
         assert c.fallback and c.passage_ids == ["p2", "p1", "p3"], form
+
+
+def test_named_anchors_that_fill_k_e_skip_the_hnsw_round_trip(monkeypatch) -> None:
+    o = _ops(monkeypatch)
+    o.p = replace(o.p, anchor="lexical", k_e=2)
+    calls: list[str] = []
+    monkeypatch.setattr(
+        ops_mod.store, "nearest", lambda c, table, *a: calls.append(table) or [(4, 0.9)]
+    )
+    anchors, _, _ = o._anchor(Q, "how are a and b related")  # names a and b: k_e filled
+    assert [e for e, _ in anchors] == [0, 1] and calls == []
+    anchors, _, _ = o._anchor(Q, "what is a")  # one named: the nearest fill the rest
+    assert [e for e, _ in anchors] == [0, 4] and calls == ["adr_entity_embeddings"]
