@@ -97,8 +97,17 @@ VARIANTS: dict[str, Variant] = {
     ),
     # Stage II's ceiling: tiers read off the gold; not a method, so only when named
     "catrag_oracle_tiers": Variant("catrag", tiers="oracle", default=False),
+    # the same answer-key policy without key-fact, and with hub-free gold (the gold
+    # passages' entities less the top 1% of phrase nodes by strength: years, nationalities)
+    "catrag_oracle_tiers_no_keyfact": Variant(
+        "catrag", ablate=("keyfact",), tiers="oracle", default=False
+    ),
+    "catrag_oracle_tiers_hubfree": Variant("catrag", tiers="oracle_hubfree", default=False),
+    "catrag_oracle_tiers_hubfree_no_keyfact": Variant(
+        "catrag", ablate=("keyfact",), tiers="oracle_hubfree", default=False
+    ),
 }
-TIER_KINDS = ("", "cross_fitted", "oracle")
+TIER_KINDS = ("", "cross_fitted", "oracle", "oracle_hubfree")
 # the per-query figures `per_query` returns (answer-in-context over the queries with answers)
 PER_QUERY = ("recall@2", "recall@5", "fcr@2", "fcr@5", "answer_in_context@5")
 
@@ -336,14 +345,18 @@ def _variant_run(name: str, dataset: str, options: dict[str, Any], progress: boo
         first = next(iter(by_fold.values()))
         extra = {"out_of_fold": True, "fold_models": {k: m.to_json() for k, m in models.items()}}
         return _Run(first, lambda q: by_fold[fold_of(q.id)], extra, list(by_fold.values()))
-    if spec.tiers == "oracle":
+    if spec.tiers in ("oracle", "oracle_hubfree"):
         from r2adapter.retrieve.catrag_train import gold_entities
 
         oracle = oracle_tiers(params)
         r = make_retriever(spec.strategy, dataset, tiers=oracle, **options)
 
         def with_gold(q: Query) -> Retriever:
-            oracle.gold = gold_entities(r.cache.get(dataset), q.gold_passage_ids)  # type: ignore[attr-defined]
+            g = r.cache.get(dataset)  # type: ignore[attr-defined]
+            gold = gold_entities(g, q.gold_passage_ids)
+            if spec.tiers == "oracle_hubfree":  # no hub among the direct neighbours
+                gold = gold[~g.operator().entity_hubs[gold]]
+            oracle.gold = gold
             return r
 
         return _Run(r, with_gold)
