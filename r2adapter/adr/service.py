@@ -7,37 +7,39 @@ from typing import Any
 
 from r2adapter.adr.labels import read_adr_labels
 from r2adapter.adr.operators import OPERATORS, AdrOperators, check_operator
-from r2adapter.adr.router import SoftmaxHead, decide, fit_head
-from r2adapter.config import adr_params
+from r2adapter.adr.router import SoftmaxHead, decide
+from r2adapter.config import AdrParams, adr_params
 from r2adapter.errors import R2AError
 from r2adapter.retrieve.base import check_query
 
 
-def route_head(dataset: str, c: float, seed: int) -> SoftmaxHead:
-    """The head fitted on all of the dataset's ADR labels, cached under `.cache/adr/` by the
-    label file's content and the head's parameters (a second call reads it back)."""
+def route_head(dataset: str, p: AdrParams) -> tuple[SoftmaxHead, float]:
+    """The head fitted on all of the dataset's ADR labels and its γ (chosen under
+    adr.token_budget as `r2a train --router adr` chooses it: r2adapter/adr/gamma.py), cached
+    under `.cache/adr/` by the label file's content and the parameters (a second call reads
+    them back)."""
     import hashlib
 
     import numpy as np
 
+    from r2adapter.adr.gamma import fit_with_gamma
     from r2adapter.adr.labels import adr_label_path
     from r2adapter.config import settings
-    from r2adapter.index.encoder import get_encoder
 
     path = adr_label_path(dataset)
     labels = read_adr_labels(dataset, path)
-    key = hashlib.sha256(path.read_bytes() + f"{c}/{seed}".encode()).hexdigest()[:16]
+    shaping = f"{p.classifier_c}/{p.seed}/{p.gamma}/{p.token_budget}/{p.gammas}"
+    key = hashlib.sha256(path.read_bytes() + shaping.encode()).hexdigest()[:16]
     cache = settings().root / ".cache" / "adr" / f"{dataset}-head-{key}.npz"
     if cache.is_file():
         with np.load(cache) as z:
-            return SoftmaxHead(z["weight"], z["bias"])
-    x = get_encoder().encode([lab.question for lab in labels])
-    head = fit_head(x, [lab.label for lab in labels], c, seed)
+            return SoftmaxHead(z["weight"], z["bias"]), float(z["gamma"])
+    head, gamma, _ = fit_with_gamma(labels, p)
     cache.parent.mkdir(parents=True, exist_ok=True)
     tmp = cache.with_suffix(".tmp.npz")
-    np.savez(tmp, weight=head.weight, bias=head.bias)
+    np.savez(tmp, weight=head.weight, bias=head.bias, gamma=gamma)
     tmp.replace(cache)
-    return head
+    return head, gamma
 
 
 def answer(dataset: str, question: str, operator: str = "route") -> dict[str, Any]:
@@ -55,11 +57,11 @@ def answer(dataset: str, question: str, operator: str = "route") -> dict[str, An
     qvec = enc.encode_query(question)
     decision = "forced"
     if operator == "route":
-        head = route_head(name, p.classifier_c, p.seed)
-        d = decide(head.probs(qvec[None, :]), p.gamma)[0]
+        head, gamma = route_head(name, p)
+        d = decide(head.probs(qvec[None, :]), gamma)[0]
         operator = d.operator
         decision = (
-            f"{d.predicted} at {d.confidence:.2f} < γ {p.gamma}: fallback"
+            f"{d.predicted} at {d.confidence:.2f} < γ {gamma}: fallback"
             if d.fallback
             else f"{d.predicted} at {d.confidence:.2f}"
         )
