@@ -102,7 +102,8 @@ def test_a_specific_entity_is_neither_function_words_nor_a_hub() -> None:
 def test_only_specific_entities_anchor_named_or_nearest(ops, monkeypatch) -> None:
     """With `anchor_filter: specific` an unspecific entity (here c, in both hyperedges)
     anchors neither as named in the question nor as a nearest one, whose pool is
-    NEAR_POOL × k_e deep so that k_e remain; `none` keeps the old anchors and E_sub."""
+    NEAR_POOL × k_e deep so that k_e remain; `none` keeps the old anchors and E_sub.
+    A question whose named entities fill k_e makes no nearest-entity query at all."""
     asked: list[int] = []
 
     def nearest(conn, table, version, dim, qvec, k):  # type: ignore[no-untyped-def]
@@ -118,12 +119,13 @@ def test_only_specific_entities_anchor_named_or_nearest(ops, monkeypatch) -> Non
         asked.clear()
         old[flt] = (ops.run("simple", q, "did c meet d?"), ops.run("simple", q, ""), asked[:])
     named, near, pools = old["none"]
-    # none: c, named first, anchors; E_sub its facts and those of hyperedges 0 and 1
-    assert named.anchors == ["c"] and near.anchors == ["c"] and pools == [1, 1]
+    # none: c, named first, anchors; E_sub its facts and those of hyperedges 0 and 1;
+    # only the question without names asked for the nearest entities
+    assert named.anchors == ["c"] and near.anchors == ["c"] and pools == [1]
     assert named.facts == ["a r b", "b r c", "c r d"] and named.tokens == 9
     named, near, pools = old["specific"]
     # specific: d, the next named one, and the nearest specific one; E_sub hyperedge 1 only
-    assert named.anchors == ["d"] and near.anchors == ["d"] and pools == [NEAR_POOL] * 2
+    assert named.anchors == ["d"] and near.anchors == ["d"] and pools == [NEAR_POOL]
     assert named.facts == ["c r d"] and named.tokens == 3
 
 
