@@ -85,10 +85,17 @@ class PipelineParams:
 
     dataset: str = DEFAULT_DATASET
     openie: str = "spacy"  # r2adapter.index.openie.OPENIE_BACKENDS: precomputed | spacy | llm
+    # development corpora the loop indexes and labels beside `dataset` (its `corpora` step),
+    # for the once-trained families' union (kway.train_corpora, adr.train_corpora)
+    corpora: tuple[str, ...] = ()
 
     def check(self) -> None:
         _need(bool(self.dataset.strip()), "pipeline.dataset must name a dataset")
         _need(bool(self.openie.strip()), "pipeline.openie must name an OpenIE backend")
+        _need(
+            self.dataset not in self.corpora,
+            f"pipeline.corpora must not list pipeline.dataset ({self.dataset})",
+        )
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ STEPS = (
     "validate",
     "index",
     "label",
+    "corpora",
     "train",
     "promote",
     "train_kway",
@@ -38,6 +39,9 @@ PER_ROUTER = ("train", "promote")  # the steps run once for each router, in ROUT
 # head (r2adapter/adr, the ADR labels, when `label` wrote them: adr.enabled and the index
 # holds the hypergraph); `run_loop(families=False)` skips these
 KWAY_STEPS = ("train_kway", "promote_kway")
+# the development corpora (params.yaml pipeline.corpora) indexed and labelled for the
+# families' union (kway.train_corpora, adr.train_corpora); left out with the families
+CORPORA_STEP = "corpora"
 ADR_STEPS = ("train_adr", "promote_adr")
 FAMILY_STEPS: dict[str, tuple[str, str]] = {"kway": KWAY_STEPS, "adr": ADR_STEPS}
 # Every trained router of the one table (route/kinds.py: name, MLflow model, backbone), in
@@ -75,7 +79,7 @@ def run_loop(
     """Every step of STEPS on this machine, in order, one line each; `after_promote` runs
     after the last promotion, before evaluate (the CLI tells a running service to reload
     there, as the pipeline deploys there). Without `families`, the k-way and ADR steps
-    (FAMILY_STEPS) are left out."""
+    (FAMILY_STEPS) and the corpora they also train on (CORPORA_STEP) are left out."""
     from r2adapter import steps
 
     out = LoopResult()
@@ -99,6 +103,20 @@ def run_loop(
         adr = lab.stats.get("adr")
         if isinstance(adr, dict) and adr.get("skipped"):
             skipped["adr"] = str(adr["skipped"])
+
+    def corpora() -> None:
+        from r2adapter.config import pipeline_params
+
+        names = [c for c in pipeline_params().corpora if c != dataset]
+        for c in names:
+            idx = steps.index(c, openie)
+            lab = steps.label(c)
+            say(
+                f"corpora: {c}: index version {idx.version} "
+                f"({'new' if idx.created else 'unchanged'}), {len(lab.records)} queries labelled"
+            )
+        if not names:
+            say("corpora: none listed (params.yaml pipeline.corpora)")
 
     def promote_family(name: str, step: str) -> None:
         """`step` of STEPS: the one promotion skeleton over the family `name`."""
@@ -143,11 +161,15 @@ def run_loop(
         ]
         line = ", ".join(figures)
         say(f"evaluate: test split: {line}")
+        if families:  # every labelled corpus, the k-way router left one corpus out on each
+            rep = steps.evaluate_corpora()
+            say(f"evaluate: corpora {', '.join(rep['corpora'])}: {rep['saved']['json']}")
 
     once: dict[str, Callable[[], None]] = {
         "validate": validate,
         "index": index,
         "label": label,
+        "corpora": corpora,
         "train_kway": train_kway,
         "promote_kway": promote_kway,
         "train_adr": train_adr,
@@ -158,7 +180,7 @@ def run_loop(
     assert set(once) | set(each) == set(STEPS) and set(each) == set(PER_ROUTER)
     family_of = {step: name for name, pair in FAMILY_STEPS.items() for step in pair}
     for step in STEPS:
-        if step in family_of and not families:
+        if (step in family_of or step == CORPORA_STEP) and not families:
             continue
         if family_of.get(step) in skipped:
             say(f"{step}: skipped: {skipped[family_of[step]]}")

@@ -123,6 +123,14 @@ def promote_kway(dataset: str | None = None) -> dict[str, Any]:
     return promote("kway", dataset).to_report()
 
 
+def evaluate_corpora(names: Sequence[str] | None = None) -> dict[str, Any]:
+    """Every strategy and the k-way router (left one corpus out) on every labelled corpus:
+    reports/corpora/all.{json,png} (issue 24)."""
+    from r2adapter.kway.corpora import evaluate_corpora as run
+
+    return run(names)
+
+
 def train_adr(dataset: str) -> dict[str, Any]:
     """Train ADR's intent classifier on the ADR labels; register it as `candidate`."""
     from r2adapter.adr.registry import train_and_register_adr

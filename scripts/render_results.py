@@ -933,6 +933,57 @@ def kway(page: Page) -> None:
 
         page.section(3, title, rel, body)
 
+    def choice(d: dict[str, Any]) -> None:
+        cfg = d.get("config", {})
+        page.para(
+            f"{len(d.get('candidates', {}))} candidates (route set × budget), each trained "
+            f"and scored out of fold on {', '.join(cfg.get('corpora', []))} together "
+            f"({pairs(cfg.get('n_queries'))} queries). Chosen per operating point:"
+        )
+        page.table(
+            "point | route | budget | worst recall gain | worst ms ratio | rule",
+            [
+                [
+                    point,
+                    ", ".join(c.get("route", [])),
+                    num(c.get("budget"), 1),
+                    num(c.get("worst_recall_gain"), 4),
+                    num(c.get("worst_ms_ratio"), 3),
+                    c.get("rule"),
+                ]
+                for point, c in d.get("choice", {}).items()
+            ],
+        )
+        rows = []
+        for point, c in d.get("choice", {}).items():
+            cand = d.get("candidates", {}).get(c.get("candidate"), {})
+            for corpus, v in cand.get("corpora", {}).items():
+                rows.append(
+                    [
+                        point,
+                        corpus,
+                        num(v.get("recall")),
+                        ms(v.get("mean_ms")),
+                        diff_ci(v.get("vs_reference")),
+                        num(v.get("ms_vs_reference"), 2),
+                        f"{v.get('best_fixed')} {num(v.get('best_fixed_recall'))}",
+                        diff_ci(v.get("vs_best_fixed")),
+                        num(v.get("ms_ratio"), 2),
+                    ]
+                )
+        page.table(
+            "point | corpus | recall | mean ms | vs always-graph@5 [95%] | ms ratio | best "
+            "fixed | vs best fixed [95%] | ms ratio",
+            rows,
+        )
+
+    page.section(
+        3,
+        "The route set and budget, chosen on three corpora's folds",
+        "benchmarks/results/route_choice.json",
+        choice,
+    )
+
 
 def adr(page: Page) -> None:
     rel = "benchmarks/results/adr.json"

@@ -13,6 +13,7 @@ import yaml
 from r2adapter.errors import R2AError
 from r2adapter.loop import (
     ADR_STEPS,
+    CORPORA_STEP,
     FAMILY_STEPS,
     KWAY_STEPS,
     PER_ROUTER,
@@ -76,6 +77,43 @@ def test_dvc_trains_and_promotes_adr_on_the_adr_labels(stages: dict[str, dict]) 
     assert " promote " in stages["promote_adr"]["cmd"]
     assert "reports/train/adr.json" in stages["promote_adr"]["deps"]
     assert "reports/promote/adr.json" in stages["evaluate"]["deps"]
+
+
+def test_dvc_indexes_and_labels_the_corpora_the_families_train_on(
+    stages: dict[str, dict],
+) -> None:
+    """The corpora step: a stage per params.yaml pipeline.corpora that indexes and labels it
+    (its three label files tracked outputs); kway.train_corpora and adr.train_corpora are
+    among those corpora, and train_kway / train_adr depend on their label files."""
+    data = yaml.safe_load((ROOT / "params.yaml").read_text())
+    corpora = data["pipeline"]["corpora"]
+    assert corpora and data["pipeline"]["dataset"] not in corpora
+    st = stages[CORPORA_STEP]
+    assert st["foreach"] == "${pipeline.corpora}"
+    assert "r2a index --dataset ${item}" in st["do"]["cmd"]
+    assert "r2a label --dataset ${item}" in st["do"]["cmd"]
+    outs = set(st["do"]["outs"])
+    assert {
+        f"labels/${{item}}{ext}" for ext in (".jsonl", ".strategies.jsonl", ".adr.jsonl")
+    } == outs
+    for family, ext in (("kway", ".strategies.jsonl"), ("adr", ".adr.jsonl")):
+        extra = data[family]["train_corpora"]
+        assert set(extra) <= set(corpora), family
+        deps = set(stages[f"train_{family}"]["deps"])
+        assert {f"labels/{c}{ext}" for c in extra} <= deps, family
+
+
+def test_an_extra_corpus_without_labels_is_left_out_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from r2adapter.kway.registry import training_corpora
+
+    (tmp_path / "b.jsonl").write_text("{}\n")
+    path = lambda c: tmp_path / f"{c}.jsonl"  # noqa: E731
+    assert training_corpora("a", ["b", "c", "a"]) == ["a", "b", "c"]
+    with caplog.at_level("WARNING"):
+        assert training_corpora("a", ["b", "c", "a"], path) == ["a", "b"]
+    assert "c: no labels" in caplog.text and "r2a label --dataset c" in caplog.text
 
 
 def test_every_family_promotes_through_the_table() -> None:
@@ -155,6 +193,7 @@ def test_the_loop_runs_every_family_and_skips_adr_without_its_labels(
         "promote": promote,
         "evaluate_retrieval": lambda d: {"modes": {}},
         "evaluate_routing": lambda d, s: {"routers": {}},
+        "evaluate_corpora": lambda: {"corpora": {"toy": {}}, "saved": {"json": "all.json"}},
     }
     for name, fn in stubs.items():
         monkeypatch.setattr(steps, name, fn)

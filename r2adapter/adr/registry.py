@@ -22,7 +22,7 @@ from r2adapter.adr.labels import AdrLabel, adr_label_path, figures, read_adr_lab
 from r2adapter.adr.router import AdrRouter, decide
 from r2adapter.config import AdrParams, adr_params
 from r2adapter.errors import R2AError
-from r2adapter.kway.registry import COST_TOLERANCE, RECALL_TOLERANCE
+from r2adapter.kway.registry import COST_TOLERANCE, RECALL_TOLERANCE, training_corpora
 from r2adapter.kway.registry import gate as kway_gate
 from r2adapter.route.family import Encode, Route, query_vectors
 
@@ -47,7 +47,8 @@ def _labels_and_x(dataset: str, more: Sequence[str] = ()) -> tuple[list[AdrLabel
     their questions' embeddings."""
     from r2adapter.index.encoder import get_encoder
 
-    labels = [lab for c in dict.fromkeys([dataset, *more]) for lab in read_adr_labels(c)]
+    corpora = training_corpora(dataset, more, adr_label_path)
+    labels = [lab for c in corpora for lab in read_adr_labels(c)]
     enc = get_encoder()
     return labels, enc.encode([lab.question for lab in labels]), enc.name
 
@@ -66,7 +67,7 @@ def train_and_register_adr(dataset: str, p: AdrParams | None = None) -> dict[str
     tr = [i for i, lab in enumerate(labels) if lab.split != "test"]
     if not tr:
         raise R2AError(f"{dataset}: the ADR labels have no train or val queries to train on")
-    corpora = list(dict.fromkeys([dataset, *p.train_corpora]))
+    corpora = training_corpora(dataset, p.train_corpora, adr_label_path)
     md5 = ",".join(hashlib.md5(adr_label_path(c).read_bytes()).hexdigest() for c in corpora)
     exp = mlflow_setup()
     with mlflow.start_run(experiment_id=exp, run_name=f"adr-{dataset}") as run:

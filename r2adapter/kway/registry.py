@@ -6,9 +6,10 @@ split than the champion."""
 from __future__ import annotations
 
 import json
+import logging
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ import numpy as np
 from r2adapter.config import KwayParams, kway_params, settings
 from r2adapter.errors import R2AError
 from r2adapter.route.family import Encode, Route, query_vectors
+
+log = logging.getLogger(__name__)
 
 MODEL = "r2a-router-kway"
 RECALL_TOLERANCE = 0.005  # recall may drop at most this much
@@ -30,17 +33,39 @@ class SplitData:
     split: np.ndarray
     questions: list[str]
     qvecs: np.ndarray
+    corpora: list[str] = field(default_factory=list)  # whose labels these are
 
 
-def training_corpora(dataset: str, extra: Sequence[str]) -> list[str]:
-    """The training dataset, then the `extra` corpora (kway/adr.train_corpora), once each."""
-    return list(dict.fromkeys([dataset, *extra]))
+def training_corpora(
+    dataset: str, extra: Sequence[str], label_path: Callable[[str], Path] | None = None
+) -> list[str]:
+    """The training dataset, then the `extra` corpora (kway/adr.train_corpora), once each.
+    With `label_path` (the family's label file of a corpus), an extra corpus without its
+    labels here is left out with one warning naming the command that writes them (the loop's
+    `corpora` step does; a Kubeflow run ships only its dataset's labels between pods)."""
+    names = list(dict.fromkeys([dataset, *extra]))
+    if label_path is None:
+        return names
+    missing = [c for c in names[1:] if not label_path(c).is_file()]
+    for c in missing:
+        log.warning(
+            "%s: no labels at %s: trained without it (run `r2a index --dataset %s` and "
+            "`r2a label --dataset %s`)",
+            c,
+            label_path(c),
+            c,
+            c,
+        )
+    return [c for c in names if c not in missing]
 
 
 def split_data(dataset: str, p: KwayParams) -> SplitData:
     """The strategy labels of `dataset` and of every corpus of p.train_corpora (each one's
     features read on its own graph), stacked: the union the router trains and is gated on."""
-    parts = [corpus_split_data(c, p) for c in training_corpora(dataset, p.train_corpora)]
+    from r2adapter.kway.labels import strategy_label_path
+
+    corpora = training_corpora(dataset, p.train_corpora, strategy_label_path)
+    parts = [corpus_split_data(c, p) for c in corpora]
     if len(parts) == 1:
         return parts[0]
     return SplitData(
@@ -49,6 +74,7 @@ def split_data(dataset: str, p: KwayParams) -> SplitData:
         np.concatenate([d.split for d in parts]),
         [q for d in parts for q in d.questions],
         np.vstack([d.qvecs for d in parts]),
+        corpora,
     )
 
 
@@ -65,8 +91,9 @@ def corpus_split_data(dataset: str, p: KwayParams) -> SplitData:
     qv = get_encoder().encode(questions)
     x = KwayFeatures(dataset, GRAPHS, p.features)(questions, qv)
     return SplitData(
-        x, m, np.array([lab.split for lab in labels]), [lab.question for lab in labels], qv
-    )
+        x, m, np.array([lab.split for lab in labels]), [lab.question for lab in labels], qv,
+        [dataset],
+    )  # fmt: skip
 
 
 def test_figures(router: Any, d: SplitData) -> dict[str, float]:
@@ -109,7 +136,7 @@ def train_and_register_kway(dataset: str, p: KwayParams | None = None) -> dict[s
         mlflow.log_params({f"kway.{k}": v for k, v in asdict(p).items() if k != "strategies"})
         mlflow.log_param("kway.strategies", ",".join(p.strategies))
         mlflow.log_params({"dataset": dataset, "n_train": len(tr), "n_val": len(va)})
-        mlflow.log_param("kway.trained_on", ",".join(training_corpora(dataset, p.train_corpora)))
+        mlflow.log_param("kway.trained_on", ",".join(d.corpora))
         router, hist = fit_kway(
             d.x[tr], d.m["suitable"][tr], d.x[va], costs(va), costs(tr), p.strategies, p, dataset
         )
@@ -128,7 +155,7 @@ def train_and_register_kway(dataset: str, p: KwayParams | None = None) -> dict[s
         "best_step": hist.best_step,
         "thresholds": dict(zip(p.strategies, router.cfg.thresholds, strict=True)),
         "fallback": router.cfg.fallback,
-        "trained_on": training_corpora(dataset, p.train_corpora),
+        "trained_on": d.corpora,
         "seconds": time.perf_counter() - t0,
         **{f"test_{k}": v for k, v in test.items()},
     }
