@@ -113,7 +113,8 @@ def test_an_extra_corpus_without_labels_is_left_out_with_a_warning(
     assert training_corpora("a", ["b", "c", "a"]) == ["a", "b", "c"]
     with caplog.at_level("WARNING"):
         assert training_corpora("a", ["b", "c", "a"], path) == ["a", "b"]
-    assert "c: no labels" in caplog.text and "r2a label --dataset c" in caplog.text
+    assert "c: no labels" in caplog.text and "left out of the union" in caplog.text
+    assert "r2a label --dataset c" in caplog.text
 
 
 def test_every_family_promotes_through_the_table() -> None:

@@ -46,17 +46,18 @@ def training_corpora(
     names = list(dict.fromkeys([dataset, *extra]))
     if label_path is None:
         return names
-    missing = [c for c in names[1:] if not label_path(c).is_file()]
-    for c in missing:
+    kept = [dataset]
+    for c in names[1:]:
+        path = label_path(c)
+        if path.is_file():
+            kept.append(c)
+            continue
         log.warning(
-            "%s: no labels at %s: trained without it (run `r2a index --dataset %s` and "
+            "%s: no labels at %s: left out of the union (run `r2a index --dataset %s` and "
             "`r2a label --dataset %s`)",
-            c,
-            label_path(c),
-            c,
-            c,
+            *(c, path, c, c),
         )
-    return [c for c in names if c not in missing]
+    return kept
 
 
 def split_data(dataset: str, p: KwayParams) -> SplitData:
