@@ -494,6 +494,20 @@ class KwayParams:
     # thresholds with the heads' suitabilities standing in for recall; `shift` moves every
     # threshold by one δ, pricing at the training corpus's ms
     transfer: str = "plugin"
+    # the quality operating point (reported beside the served one by --protocol loco):
+    # the route and budget that match the best fixed strategy at less cost (chosen on the
+    # union's folds, benchmarks/results/route_choice.json). Transferred label-free, its
+    # thresholds are then raised by a margin δ (more queries to the best single strategy):
+    # the smallest of quality_margins with which, on every ordered pair (A, B) of the
+    # corpora trained on, a router trained on A and transferred to B recalls ≥ B's best
+    # fixed strategy − transfer_tolerance at ≤ its mean ms; none: 0. The served point
+    # transfers with no margin: its cost cap binds, and a margin moves queries to the
+    # affordable fallback (2Wiki held out, δ .1 chosen on hotpotqa_dev ↔ musique_dev sent
+    # 96% of it to dense@5: recall .608 against .718 without)
+    quality_route: tuple[str, ...] = ()  # empty: no quality point (params.yaml names one)
+    quality_budget: float = 1.0
+    quality_margins: tuple[float, ...] = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3)
+    transfer_tolerance: float = 0.005
     # no head confident: `best`, the best single strategy within the passage budget;
     # `affordable`, the best one whose mean ms is also within the cost cap; `searched`,
     # whichever of the two the validation search scores higher (with the thresholds)
@@ -538,9 +552,17 @@ class KwayParams:
         )
         stray = [r for r in self.route if r not in self.strategies]
         _need(not stray, f"kway.route: {stray} not in kway.strategies (they are not labelled)")
+        # checked with the route (a routed copy lists only the route's strategies)
+        if self.route:
+            stray = [r for r in self.quality_route if r not in self.strategies]
+            _need(not stray, f"kway.quality_route: {stray} not in kway.strategies")
         unknown = [f for f in self.features if f not in KWAY_FEATURES]
         _need(not unknown, f"kway.features: unknown {unknown}: known are {list(KWAY_FEATURES)}")
-        for name in ("budget", "confidence", "alpha"):
+        _need(
+            bool(self.quality_margins) and all(0.0 <= d <= 1.0 for d in self.quality_margins),
+            f"kway.quality_margins: a non-empty list in [0, 1], not {self.quality_margins}",
+        )
+        for name in ("budget", "confidence", "alpha", "quality_budget", "transfer_tolerance"):
             v = getattr(self, name)
             _need(0.0 <= v <= 1.0, f"kway.{name} must be in [0, 1], not {v}")
         _need(

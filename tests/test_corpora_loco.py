@@ -58,3 +58,41 @@ def test_a_corpus_without_gold_is_one_line_and_costs() -> None:
     }
     lines = table_lines(report)
     assert lines[0].startswith("logs: no gold") and "graph 9.5 ms" in lines[1]
+
+
+def test_the_quality_row_is_compared_under_its_own_key() -> None:
+    table = [SimpleNamespace(name=n) for n in ("dense@5", "graph@5")]
+    m = {"recall": np.array([[0.0, 1.0], [1.0, 1.0]])}
+    routers = {
+        "always_dense@5": {"recall": 0.5, "mean_ms": 5.0, "mean_passages": 5.0},
+        "always_graph@5": {"recall": 1.0, "mean_ms": 10.0, "mean_passages": 5.0},
+        "kway_quality": {"recall": 1.0, "mean_ms": 7.5, "mean_passages": 5.0},
+    }
+    out = loco.best_fixed_comparison(np.array([1, 0]), m, table, routers, "kway_quality")
+    assert list(out) == ["best_fixed_quality"]
+    assert out["best_fixed_quality"]["strategy"] == "graph@5"
+    assert out["best_fixed_quality"]["ms_ratio"] == pytest.approx(0.75)
+
+
+def test_the_margin_is_the_smallest_that_met_every_nested_transfer() -> None:
+    def row(margin: float, met: bool) -> dict[str, object]:
+        return {"margin": margin, "met": met}
+
+    rows = [row(0.0, False), row(0.0, True), row(0.1, True), row(0.1, False)]
+    rows += [row(0.2, True), row(0.2, True), row(0.3, True), row(0.3, True)]
+    assert loco.pick_margin(rows, [0.3, 0.0, 0.2, 0.1]) == 0.2
+    # no margin met every transfer, or none was scored: no margin
+    assert loco.pick_margin(rows[:4], [0.0, 0.1]) == 0.0
+    assert loco.pick_margin([], [0.0, 0.1]) == 0.0
+
+
+def test_the_best_fixed_strategy_of_a_nested_transfer() -> None:
+    m = {
+        "recall": np.array([[1.0, 1.0, 1.0], [0.0, 1.0, 1.0]]),
+        "ms": np.array([[5.0, 9.0, 7.0], [5.0, 9.0, 7.0]]),
+        "passages": np.array([[5, 5, 8], [5, 5, 8]]),
+    }
+    # the third hands 8 passages: out at 5; the second is the best within 5
+    assert loco._best_fixed(m, 5.0) == 1
+    # at 8 passages the third ties the second's recall and is cheaper
+    assert loco._best_fixed(m, 8.0) == 2

@@ -81,10 +81,11 @@ def corpus_figures(dataset: str, budget: float | None = None) -> dict[str, Any]:
         "mean_passages": float(m["passages"][idx, oracle].mean()),
         "vs_best": paired_bootstrap(rec[idx, oracle], rec[:, best]),
     }
-    k = rep.get("routers", {}).get("kway")
-    if k is not None:
-        bf = rep.get("paired", {}).get("best_fixed", {})
-        rows["kway_loco"] = {**_row(k), "vs_best": bf.get("paired"), "vs": bf.get("strategy")}
+    for row in ("kway", "kway_quality"):  # the served point and the quality point
+        k = rep.get("routers", {}).get(row)
+        if k is not None:
+            bf = rep.get("paired", {}).get("best_fixed" + row[4:], {})
+            rows[f"{row}_loco"] = {**_row(k), "vs_best": bf.get("paired"), "vs": bf.get("strategy")}
     return {
         "dataset": dataset,
         "n_queries": len(labels),

@@ -8,17 +8,25 @@ transferred to D without D's labels, as `--protocol all` transfers the champion
 gold, with the heads' suitabilities standing in for recall). D's labels score it and every
 fixed strategy (`always_<strategy>`) on all of D's labelled queries, paired.
 
-Nothing is chosen on D: the route set, budget and settings are params.yaml's.
+Two operating points, each trained and transferred the same way: `kway`, the served one
+(kway.route at kway.budget), and `kway_quality` (kway.quality_route at kway.quality_budget,
+the point that matches the best fixed strategy at less cost). After the plug-in search
+the quality point's thresholds are raised by a margin chosen on the training corpora alone
+(`nested_margin`: trained on one, transferred to another); the served point's are not (its
+cost cap binds: params.yaml says why).
+
+Nothing is chosen on D: the route sets, budgets and settings are params.yaml's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from r2adapter.config import kway_params
+from r2adapter.config import KwayParams, kway_params
 from r2adapter.errors import R2AError
 from r2adapter.evaluate.routing_report import (
     columns,
@@ -44,75 +52,181 @@ def training_corpora(held_out: str, corpora: Sequence[str] | None = None) -> lis
     return [c for c in names if c != held_out and strategy_label_path(c).is_file()]
 
 
+@dataclass
+class _Corpus:
+    """One labelled corpus read for a leave-one-out report: its labels, outcome matrix over
+    the whole table, query embeddings, features (on its own graph) and splits."""
+
+    labels: list[Any]
+    m: dict[str, np.ndarray]
+    qv: np.ndarray
+    x: np.ndarray
+    splits: np.ndarray
+
+
+def _read(c: str, p_eval: KwayParams, table: Sequence[Any], features: Sequence[str]) -> _Corpus:
+    labels = read_strategy_labels(c, p_eval)
+    qv = _embed(labels)
+    x = _features(c, features, labels, qv)
+    return _Corpus(
+        labels, outcome_matrix(labels, table), qv, x, np.array([lb.split for lb in labels])
+    )
+
+
+def _train(data: Sequence[_Corpus], cols: list[int], tk: list[Any], p: KwayParams, name: str):
+    """Heads on every corpus's train split, thresholds on every one's val split."""
+    x = np.vstack([d.x for d in data])
+    ms = [columns(d.m, cols) for d in data]
+    m = {k: np.concatenate([mm[k] for mm in ms]) for k in ms[0]}
+    sp = np.concatenate([d.splits for d in data])
+    tr, va = np.where(sp == "train")[0], np.where(sp == "val")[0]
+    return _fit(x, m, tr, va, tk, p, name), len(tr), len(va)
+
+
+def _transfer(router: Any, d: _Corpus, cols: list[int], p: KwayParams, notes: list[str]):
+    """Label-free: priced at the corpus's own strategy ms (timed without gold)."""
+    mk = columns(d.m, cols)
+    return calibrate_kway(router, d.x, p.budget, p, notes, mk["ms"].mean(0), mk["passages"].mean(0))
+
+
+def _choice(kr: Any, x: np.ndarray, margin: float, cols: list[int]) -> np.ndarray:
+    tau = np.clip(kr.tau + margin, 0.0, 1.0)
+    return np.array([cols[c] for c in choose(kr.probs(x), tau, kr.order, kr.fallback_ix)])
+
+
+def _best_fixed(m: dict[str, np.ndarray], passages: float) -> int:
+    """The best fixed strategy handing the reader no more passages (ties: the cheaper)."""
+    rec, ms, ps = m["recall"].mean(0), m["ms"].mean(0), m["passages"].mean(0)
+    fair = np.where(ps <= passages + 0.01)[0]
+    return int(fair[np.lexsort((ms[fair], -rec[fair]))[0]])
+
+
+def nested_margin(
+    names: Sequence[str],
+    margins: Sequence[float],
+    data: dict[str, _Corpus],
+    cols: list[int],
+    tk: list[Any],
+    p: KwayParams,
+) -> tuple[float, list[dict[str, Any]]]:
+    """The quality point's margin chosen without the held-out corpus: for every ordered pair
+    (A, B) of the training corpora, a router trained on A alone is transferred label-free
+    to B and every margin of `kway.quality_margins` scored on B's labels; the smallest
+    margin that meets the target (recall ≥ B's best fixed − tolerance at ≤ its mean ms) on
+    every pair, else 0 (no evidence that raising the thresholds helps)."""
+    if len(names) < 2:
+        return 0.0, []
+    rows: list[dict[str, Any]] = []
+    for a in names:
+        router, _, _ = _train([data[a]], cols, tk, p, a)
+        for b in names:
+            if b == a:
+                continue
+            d = data[b]
+            kr = _transfer(router, d, cols, p, [])
+            rr = np.arange(len(d.labels))
+            for delta in margins:
+                ch = _choice(kr, d.x, float(delta), cols)
+                j = _best_fixed(d.m, float(d.m["passages"][rr, ch].mean()))
+                rec, ms = float(d.m["recall"][rr, ch].mean()), float(d.m["ms"][rr, ch].mean())
+                best_rec, best_ms = float(d.m["recall"][:, j].mean()), float(d.m["ms"][:, j].mean())
+                rows.append(
+                    {
+                        "train": a,
+                        "transfer_to": b,
+                        "margin": float(delta),
+                        "recall": rec,
+                        "mean_ms": ms,
+                        "best_fixed_recall": best_rec,
+                        "best_fixed_ms": best_ms,
+                        "met": rec >= best_rec - p.transfer_tolerance and ms <= best_ms,
+                    }
+                )
+    return pick_margin(rows, margins), rows
+
+
+def pick_margin(rows: Sequence[dict[str, Any]], margins: Sequence[float]) -> float:
+    """The smallest margin that met the target on every nested transfer scored with it;
+    0 when none did (or none was scored)."""
+    for delta in sorted(margins):
+        scored = [r["met"] for r in rows if r["margin"] == delta]
+        if scored and all(scored):
+            return float(delta)
+    return 0.0
+
+
 def loco_report(
     dataset: str, budget: float | None = None, corpora: Sequence[str] | None = None
 ) -> dict[str, Any]:
     if budget is not None and not 0.0 <= budget <= 1.0:
         raise R2AError(f"--budget must be in [0, 1], not {budget}")
     every = kway_params() if budget is None else kway_params(budget=budget)
-    p = every.routed()
     names = with_two_way(every.strategies)
-    p_eval = kway_params(strategies=tuple(names), budget=p.budget)
     table = strategy_table(names)
-    cols = [names.index(s) for s in p.strategies]
-    tk = [table[j] for j in cols]
     train_on = training_corpora(dataset, corpora)
     if not train_on:
         raise R2AError(
             f"loco: no other corpus has strategy labels to train on; run `r2a label --dataset "
             f"C` for another corpus C (held out: {dataset})"
         )
-    # the union of the other corpora: features on each one's own graph
-    xs: list[np.ndarray] = []
-    ms: list[dict[str, np.ndarray]] = []
-    splits: list[str] = []
-    sizes: dict[str, int] = {}
-    for c in train_on:
-        labs = read_strategy_labels(c, p_eval)
-        qv = _embed(labs)
-        xs.append(_features(c, p.features, labs, qv))
-        ms.append(columns(outcome_matrix(labs, table), cols))
-        splits.extend(lab.split for lab in labs)
-        sizes[c] = len(labs)
-    x_tr = np.vstack(xs)
-    m_tr = {k: np.concatenate([m[k] for m in ms]) for k in ms[0]}
-    sp = np.array(splits)
-    tr, va = np.where(sp == "train")[0], np.where(sp == "val")[0]
-    router = _fit(x_tr, m_tr, tr, va, tk, p, "+".join(train_on))
-    notes = [
-        f"kway: trained on {' + '.join(f'{c} ({n})' for c, n in sizes.items())}: heads on "
-        f"{len(tr)} train queries, thresholds on {len(va)} val queries; {dataset} held out"
-    ]
-    # the held-out corpus: label-free transfer, then scored on its labels
-    labels = read_strategy_labels(dataset, p_eval)
-    m = outcome_matrix(labels, table)
-    qv = _embed(labels)
-    x = _features(dataset, p.features, labels, qv)
-    mk = columns(m, cols)
-    prices = (mk["ms"].mean(axis=0), mk["passages"].mean(axis=0))
-    kr = calibrate_kway(router, x, p.budget, p, notes, *prices)
-    kr.bind(dataset, graphs())
-    lat = _time_kway(kr, labels, qv)
-    choice = np.array([cols[c] for c in choose(kr.probs(x), kr.tau, kr.order, kr.fallback_ix)])
-    zero = np.zeros(len(labels))
+    p_eval = kway_params(strategies=tuple(names), budget=every.budget)
+    data = {c: _read(c, p_eval, table, every.features) for c in (*train_on, dataset)}
+    held = data[dataset]
+    m, n = held.m, len(held.labels)
+    zero = np.zeros(n)
     routers: dict[str, dict[str, Any]] = {
-        f"always_{s.name}": router_figures(np.full(len(labels), j), zero, m, table)
+        f"always_{s.name}": router_figures(np.full(n, j), zero, m, table)
         for j, s in enumerate(table)
     }
-    routers["kway"] = router_figures(choice, lat, m, table)
+    notes: list[str] = []
+    points: dict[str, Any] = {}
+    choices: dict[str, np.ndarray] = {}
+    quality = replace(every, route=every.quality_route, budget=every.quality_budget)
+    runs: list[tuple[str, KwayParams, tuple[float, ...]]] = [("kway", every, (0.0,))]
+    if every.quality_route:
+        runs.append(("kway_quality", quality, every.quality_margins))
+    for row, pp, margins in runs:
+        p = pp.routed()
+        cols = [names.index(s) for s in p.strategies]
+        tk = [table[j] for j in cols]
+        router, n_tr, n_va = _train([data[c] for c in train_on], cols, tk, p, "+".join(train_on))
+        margin, nested = nested_margin(train_on, margins, data, cols, tk, p)
+        kr = _transfer(router, held, cols, p, notes)
+        choice = _choice(kr, held.x, margin, cols)
+        kr = kr.with_thresholds(np.clip(kr.tau + margin, 0.0, 1.0)).bind(dataset, graphs())
+        routers[row] = router_figures(choice, _time_kway(kr, held.labels, held.qv), m, table)
+        choices[row] = choice
+        points[row] = {
+            "strategies": list(p.strategies),
+            "budget": p.budget,
+            "transfer_margin": margin,
+            "nested": nested,
+        }
+        notes.append(
+            f"{row}: {', '.join(p.strategies)} at budget {p.budget}, trained on "
+            f"{' + '.join(f'{c} ({len(data[c].labels)})' for c in train_on)} (heads on {n_tr} "
+            f"train, thresholds on {n_va} val queries); margin {margin:+.2f} chosen on "
+            f"{len(nested) // len(margins)} nested transfers; {dataset} held out"
+        )
+        routers[f"oracle_routed{row[4:]}"] = router_figures(
+            oracle_choice(m, table, cols), zero, m, table
+        )
     routers["oracle"] = router_figures(oracle_choice(m, table, range(len(table))), zero, m, table)
-    routers["oracle_routed"] = router_figures(oracle_choice(m, table, cols), zero, m, table)
-    paired = paired_rows({"kway": choice}, m, table, routers)
-    paired.update(best_fixed_comparison(choice, m, table, routers))
+    paired = paired_rows(choices, m, table, routers)
+    paired.update(best_fixed_comparison(choices["kway"], m, table, routers))
+    if "kway_quality" in choices:
+        q = best_fixed_comparison(choices["kway_quality"], m, table, routers, "kway_quality")
+        paired.update(q)
     return {
         "dataset": dataset,
         "protocol": "loco",
-        "n_queries": len(labels),
-        "trained_on": sizes,
-        "budget": p.budget,
-        "max_passages": p.max_passages,
-        "strategies": list(p.strategies),
+        "n_queries": n,
+        "trained_on": {c: len(data[c].labels) for c in train_on},
+        "budget": every.budget,
+        "max_passages": every.max_passages,
+        "strategies": list(every.routed().strategies),
         "labelled_strategies": list(every.strategies),
+        "points": points,
         "routers": routers,
         "frontier": [],
         "ablation": {},
@@ -122,11 +236,15 @@ def loco_report(
 
 
 def best_fixed_comparison(
-    choice: np.ndarray, m: dict[str, np.ndarray], table: Sequence[Any], routers: dict[str, Any]
+    choice: np.ndarray,
+    m: dict[str, np.ndarray],
+    table: Sequence[Any],
+    routers: dict[str, Any],
+    row: str = "kway",
 ) -> dict[str, Any]:
-    """kway against the best fixed strategy that hands the reader no more passages (the
-    issue's target: recall ≥ its − .005 at ≤ 1.05× its mean ms), paired."""
-    k = routers["kway"]
+    """A k-way row against the best fixed strategy that hands the reader no more passages
+    (the issue's target: recall ≥ its − .005 at ≤ its mean ms), paired."""
+    k = routers[row]
     fair = [
         (j, s)
         for j, s in enumerate(table)
@@ -144,7 +262,7 @@ def best_fixed_comparison(
     best = routers[f"always_{s.name}"]
     rows = np.arange(len(choice))
     return {
-        "best_fixed": {
+        "best_fixed" + row[4:]: {
             "strategy": s.name,
             "recall": best["recall"],
             "mean_ms": best["mean_ms"],
