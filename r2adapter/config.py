@@ -443,7 +443,8 @@ class RouterParams:
         _need(self.max_length >= 1, f"router.max_length must be ≥ 1, not {self.max_length}")
 
 
-KWAY_FEATURES = ("query_embedding", "title_cover", "dense_scores")  # r2adapter/kway/features.py
+# r2adapter/kway/features.py: the groups the heads may read; the default reads the first three
+KWAY_FEATURES = ("query_embedding", "title_cover", "dense_scores", "question_shape")
 
 
 TRANSFERS = ("plugin", "shift")  # kway.transfer
@@ -471,7 +472,7 @@ class KwayParams:
     train_corpora: tuple[str, ...] = ()
     depth: int = 20  # ranking depth labelled per retriever (every k is a prefix)
     rrf_k: int = 60  # reciprocal-rank fusion constant (Cormack et al. 2009)
-    features: tuple[str, ...] = KWAY_FEATURES  # what the heads read (kway/features.py)
+    features: tuple[str, ...] = KWAY_FEATURES[:3]  # what the heads read (kway/features.py)
     # cost budget in [0, 1]: mean ms ≤ cheapest + budget × (costliest − cheapest) strategy's
     budget: float = 0.6
     max_passages: float = 5.0  # mean passages handed to the reader, at most

@@ -7,7 +7,10 @@ seeds anyway):
 - `title_cover`: how many of the dense top-5 titles the question names (one-hot 0..3+,
   `r2adapter/route/evidence.py`);
 - `dense_scores`: the dense top-1 cosine, its margins over the 2nd and 5th, and the gap
-  between the top-5 mean and the 6th–20th mean (does dense retrieval find a clear answer?).
+  between the top-5 mean and the 6th–20th mean (does dense retrieval find a clear answer?);
+- `question_shape`: the question's form, read from its words alone (no parser, no corpus):
+  its wh-word, capitalised spans (named things), "of" and possessive chains, relative
+  clauses, comparison cues and length (`question_shape`), meant to carry across corpora.
 
 Each group's value is measured by out-of-fold ablation (`r2a evaluate routing --protocol
 cv5` reports it); params.yaml `kway.features` keeps those that earn their place.
@@ -15,6 +18,7 @@ cv5` reports it); params.yaml `kway.features` keeps those that earn their place.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -24,7 +28,46 @@ from r2adapter.route.evidence import GraphSource, normalise_title, title_cover
 
 DENSE_SCORES = 4
 TOP = 5
-WIDTHS = {"title_cover": ROUTING_FEATURES["title_cover"], "dense_scores": DENSE_SCORES}
+WH = ("who", "what", "which", "when", "where", "how", "yesno")
+SHAPE = len(WH) + 7
+WIDTHS = {
+    "title_cover": ROUTING_FEATURES["title_cover"],
+    "dense_scores": DENSE_SCORES,
+    "question_shape": SHAPE,
+}
+_YESNO = {"is", "are", "was", "were", "do", "does", "did", "can", "could", "has", "have", "had"}
+_COMPARE = re.compile(
+    r"\b(or|both|same|first|earlier|later|older|younger|longer|shorter|more|less|than|"
+    r"either|neither|born first|died first)\b"
+)
+_SPAN = re.compile(r"\b[A-Z][\w'’.-]*(?:\s+(?:of\s+|the\s+|de\s+|von\s+)?[A-Z][\w'’.-]*)*")
+_RELATIVE = re.compile(r"\s(that|who|whose|whom|which|where|when)\s")
+
+
+def question_shape(q: str) -> np.ndarray:
+    """The question's form (SHAPE values in [0, 1]): its wh-word (one-hot over WH, a leading
+    auxiliary counting as yes/no), then capitalised spans after the first word (/4), " of "
+    (/3), possessives (/2), a relative clause, a comparison cue, a conjunction of two spans
+    ("X or Y", "X and Y"), and its length in words (/40), each capped at 1."""
+    text = q.strip()
+    words = text.split()
+    first = words[0].lower().strip("\"'") if words else ""
+    out = np.zeros(SHAPE, dtype=np.float32)
+    if first in WH:
+        out[WH.index(first)] = 1.0
+    elif first in _YESNO:
+        out[WH.index("yesno")] = 1.0
+    low = f" {text.lower()} "
+    spans = _SPAN.findall(" ".join(words[1:]))  # the first word is capitalised anyway
+    n = len(WH)
+    out[n] = min(len(spans), 4) / 4
+    out[n + 1] = min(low.count(" of "), 3) / 3
+    out[n + 2] = min(low.count("'s ") + low.count("’s "), 2) / 2
+    out[n + 3] = float(bool(_RELATIVE.search(low[len(first) + 1 :])))
+    out[n + 4] = float(bool(_COMPARE.search(low)))
+    out[n + 5] = float(bool(re.search(r"[A-Z][\w'’.-]*\s+(or|and)\s+(the\s+)?[A-Z]", text)))
+    out[n + 6] = min(len(words), 40) / 40
+    return out
 
 
 def width(names: Sequence[str], dim: int) -> int:
@@ -59,7 +102,7 @@ class KwayFeatures:
         if not len(questions):
             return np.zeros((0, width(self.names, qvecs.shape[1])), dtype=np.float32)
         parts: list[np.ndarray] = []
-        needs_scores = any(n != "query_embedding" for n in self.names)
+        needs_scores = any(n in ("title_cover", "dense_scores") for n in self.names)
         if needs_scores and len(questions):
             emb, titles = self._index()
             scores = (emb @ qvecs.T).T  # row-major passes over emb: ~3x faster than q @ emb.T
@@ -72,6 +115,8 @@ class KwayFeatures:
         for name in self.names:
             if name == "query_embedding":
                 parts.append(qvecs)
+            elif name == "question_shape":
+                parts.append(np.stack([question_shape(q) for q in questions]))
             elif name == "title_cover":
                 out = np.zeros((len(questions), WIDTHS["title_cover"]), dtype=np.float32)
                 for i, q in enumerate(questions):
