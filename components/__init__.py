@@ -2,6 +2,7 @@
 functions the CLI calls), run in the project image. See components/README.md."""
 
 from components.adr import label_adr, promote_adr, train_adr
+from components.corpora import corpora
 from components.deploy import deploy
 from components.evaluate import evaluate
 from components.index import index, index_shard, index_shards
@@ -13,6 +14,7 @@ from components.train import train
 from components.validate import validate
 
 __all__ = [
+    "corpora",
     "deploy",
     "evaluate",
     "index",

@@ -46,27 +46,44 @@ def label_adr(
 
 
 @r2a_component
-def train_adr(dataset: str, labels: Input[Dataset], metrics: Output[Metrics]) -> NamedTuple(
-    "Outputs", [("name", str), ("version", str), ("run_id", str)]
-):
-    """Train on the `labels` artifact (put where `r2a train --router adr` reads it) and
-    register the classifier as `candidate`."""
+def train_adr(
+    dataset: str,
+    labels: Input[Dataset],
+    corpora_labels: Input[Dataset],
+    metrics: Output[Metrics],
+) -> NamedTuple("Outputs", [("name", str), ("version", str), ("run_id", str)]):
+    """Train on the `labels` artifact and on the label files of the `corpora_labels`
+    directory (the `corpora` task's: adr.train_corpora's labels; each put where `r2a train
+    --router adr` reads it) and register the classifier as `candidate`."""
     import os
     import shutil
     from collections import namedtuple
+    from pathlib import Path
 
     from r2adapter import steps
     from r2adapter.adr.labels import adr_label_path
     from r2adapter.adr.registry import MODEL
     from r2adapter.data.adapters import dataset_name
 
+    def put(src: Path, dest: Path) -> None:  # atomically, unless it is that very file
+        if dest.exists() and os.path.samefile(src, dest):
+            return
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+        shutil.copyfile(src, tmp)
+        tmp.replace(dest)
+
     name = dataset_name(dataset)
     dest = adr_label_path(name)
-    if not dest.exists() or not os.path.samefile(labels.path, dest):
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_suffix(".jsonl.tmp")
-        shutil.copyfile(labels.path, tmp)
-        tmp.replace(dest)
+    put(Path(labels.path), dest)
+    # an empty directory uploads no object, so in a cluster it arrives as no path at all
+    shipped_dir = Path(corpora_labels.path)
+    shipped = (
+        sorted(p for p in shipped_dir.iterdir() if p.is_file()) if shipped_dir.is_dir() else []
+    )
+    for p in shipped:
+        put(p, dest.parent / p.name)
+    print(f"adr: the corpora's label files: {', '.join(p.name for p in shipped) or 'none'}")
     a = steps.train_adr(name)
     for key, value in a.items():
         if key.startswith("test_"):

@@ -3,6 +3,10 @@
 
     python -m pipelines.local --runner docker --dataset musique --openie precomputed --epochs 1
 
+A local run indexes and labels no development corpus unless asked: `--corpora` (names
+separated by commas) and `run`'s `arguments["corpora"]` default to none (the cluster
+pipeline's default is params.yaml pipeline.corpora: about 25 min more on quiet cores).
+
 `docker` runs `retrain.local_pipeline` under kfp.local.DockerRunner: every task in
 `components._base.IMAGE` (the tag `make image` builds; kfp pulls only a missing tag, and
 there is no registry here, so a missing image is refused first, in one line naming
@@ -177,11 +181,13 @@ def run(
 ) -> RunResult:
     """`retrain.local_pipeline(**arguments)` under `runner` ("subprocess" or "docker");
     `enable_caching`: kfp.local's task cache under the pipeline root (the tasks the
-    pipeline marks cacheable are served from an earlier run with the same inputs)."""
+    pipeline marks cacheable are served from an earlier run with the same inputs).
+    `arguments` without "corpora" run with none (no development corpus indexed)."""
     from kfp import local
 
     from pipelines import retrain
 
+    arguments = {"corpora": [], **arguments}
     pipeline_root = Path(pipeline_root).resolve()
     pipeline_root.mkdir(parents=True, exist_ok=True)
     _containers.clear()
@@ -247,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runner", choices=["subprocess", "docker"], default="docker")
     ap.add_argument("--pipeline-root", default=None, help="default: reports/tmp/kfp-<runner>")
     for name, default in retrain.DEFAULTS.items():
+        if name == "corpora":  # names separated by commas; none unless given (see above)
+            ap.add_argument("--corpora", type=retrain.corpora_arg, default=[], metavar="NAMES")
+            continue
         ap.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default)
     args = ap.parse_args(argv)
     from r2adapter.config import settings

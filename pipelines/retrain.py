@@ -7,6 +7,9 @@
                                   │                      model              │  per router
                                evaluate (after every promote)               │
     deploy ◀── If promoted ◀── promote-kway ◀── train-kway ◀── label-strategies  (kway)
+                                                    ▲ labels (a directory)
+                                                 corpora ◀── (after) label-adr
+                                                    ▼ labels (a directory)
     deploy ◀── If promoted ◀── promote-adr ◀── train-adr ◀── label-adr  (adr)
 
 Each router of `r2adapter.loop.ROUTERS` (r2a: the fine-tuned MiniLM, r2a_embed: the head
@@ -15,7 +18,12 @@ names the second branch's tasks train-2, register-2, ... (shown as "train r2a_em
 The cost-aware k-way router (r2adapter/kway) has its own branch on the strategy labels:
 label-strategies → train-kway (registers `r2a-router-kway` itself; CPU) → promote-kway →
 deploy when its champion moved; ADR's head likewise on the ADR labels: label-adr →
-train-adr (`r2a-router-adr`; CPU) → promote-adr → deploy.
+train-adr (`r2a-router-adr`; CPU) → promote-adr → deploy. Both families train on the union
+of the dataset's labels and the development corpora's (params.yaml kway.train_corpora,
+adr.train_corpora), as the loop's `corpora` step makes them: the `corpora` task indexes and
+labels each corpus of the run's `corpora` parameter, one after the other (after label-adr,
+so that its timings see a quiet store), and hands their label files, as one directory
+artifact, to train-kway and train-adr, which put them in labels/ before training.
 
 `retrain_pipeline` is what Kubeflow runs (compiled to pipelines/retrain.yaml:
 `python -m pipelines.retrain`). `local_pipeline` is the same graph of the same components
@@ -36,7 +44,7 @@ from typing import Any
 from kfp import compiler, dsl, kubernetes
 
 import components as c
-from r2adapter.config import DEFAULT_DATASET
+from r2adapter.config import DEFAULT_DATASET, pipeline_params
 from r2adapter.errors import R2AError
 from r2adapter.index.openie import OPENIE_BACKENDS
 from r2adapter.index.shards import MAX_SHARDS as MAX_INDEX_SHARDS
@@ -61,7 +69,17 @@ DEFAULTS: dict[str, Any] = {
     "tau_step": 0.0,
     "n_label_shards": 4,
     "n_index_shards": 2,  # indexing's fan-out (r2adapter/index/shards.py)
+    # the development corpora indexed and labelled for the families' union (the loop's
+    # `corpora` step): params.yaml pipeline.corpora, read when this module is imported
+    "corpora": list(pipeline_params().corpora),
 }
+
+
+def corpora_arg(text: str) -> list[str]:
+    """The `--corpora` flag of the CLIs (pipelines/submit.py, pipelines/local.py): names
+    separated by commas; "" (an empty string) is no corpus at all."""
+    return [c.strip() for c in text.split(",") if c.strip()]
+
 
 # ---- where things are in the cluster (k8s/) -----------------------------------------------
 
@@ -102,11 +120,14 @@ def validate_params(
     tau_step: float | None = None,
     n_label_shards: int = DEFAULTS["n_label_shards"],
     n_index_shards: int = DEFAULTS["n_index_shards"],
+    corpora: Any = None,
 ) -> dict[str, Any]:
     """The run's arguments, all explicit, or an R2AError with a one-line reason. Contacts
     nothing. The router's fields (None: from params.yaml, sent as 0) go through
     `r2adapter.config.router_params` for every router of the loop, the same check as
-    `r2a train`."""
+    `r2a train`. `corpora` None is DEFAULTS' (params.yaml pipeline.corpora) less the run's
+    dataset, as the loop leaves it out; a list given must name shipped datasets other than
+    the run's own, once each."""
     from r2adapter.config import router_params
 
     if dataset not in DATASETS:
@@ -135,6 +156,19 @@ def validate_params(
         raise R2AError(
             f"n_index_shards must be between 1 and {MAX_INDEX_SHARDS}, not {n_index_shards}"
         )
+    if corpora is None:
+        corpora = [name for name in DEFAULTS["corpora"] if name != dataset]
+    elif not isinstance(corpora, list | tuple) or not all(isinstance(x, str) for x in corpora):
+        raise R2AError(f"corpora must be a list of dataset names, not {corpora!r}")
+    others = [d for d in DATASETS if d != dataset]
+    for name in corpora:
+        if name == dataset:
+            raise R2AError(f"corpora must not list the run's dataset '{dataset}'")
+        if name not in DATASETS:
+            raise R2AError(f"unknown corpus '{name}' in corpora: choose among {', '.join(others)}")
+    repeated = sorted({name for name in corpora if list(corpora).count(name) > 1})
+    if repeated:
+        raise R2AError(f"corpora lists {', '.join(repeated)} more than once")
     for r in ROUTERS:
         router_params(
             r.backbone, epochs=epochs, eval_every_n_steps=eval_every_n_steps, tau_step=tau_step
@@ -147,6 +181,7 @@ def validate_params(
         "tau_step": float(tau_step or 0.0),
         "n_label_shards": n_label_shards,
         "n_index_shards": n_index_shards,
+        "corpora": list(corpora),
     }
 
 
@@ -185,6 +220,7 @@ def _graph(
     tau_step: Any,
     n_label_shards: Any,
     n_index_shards: Any,
+    corpora: Any,
     cluster: bool,
 ) -> None:
     """Both pipelines' tasks. `cluster` adds the Kubernetes configuration."""
@@ -284,13 +320,42 @@ def _graph(
         promotes.append(promote)
         deploy_if_promoted(r.name, promote, train.outputs["name"], register.outputs["version"])
 
-    # the cost-aware router over every strategy (r2adapter/kway): its labels are every
-    # strategy ranked and timed, after the two-way labelling so the timings see a quiet store;
-    # numpy heads train in seconds on the CPU, and register themselves (no GPU, no register)
+    # the families trained once each (numpy/scikit-learn heads on the CPU, in seconds; each
+    # registers itself: no GPU, no register task). Their labels come first, one labelling
+    # task after the other so that each one's timings see a quiet store: the strategy labels
+    # (every strategy ranked and timed, r2adapter/kway), ADR's (its three operators over the
+    # hypergraph the index step built, params.yaml adr.enabled, r2adapter/adr), then the
+    # development corpora's (the loop's `corpora` step)
     strategies = c.label_strategies(dataset=dataset, index_version=index.outputs["version"])
     strategies.after(merge).set_caching_options(True)
     k8s(strategies, secrets=DB)
-    train_kway = c.train_kway(dataset=dataset, strategies=strategies.outputs["strategies"])
+    adr_labels = c.label_adr(dataset=dataset, index_version=index.outputs["version"])
+    adr_labels.after(strategies).set_caching_options(True)
+    k8s(adr_labels, secrets=DB)
+    # each corpus of `corpora` indexed and labelled, one after the other in this one task
+    # (no fan-out across corpora); their label files travel as one directory artifact to
+    # both trainers, which train on the union (kway.train_corpora, adr.train_corpora).
+    # Cached: its key is the names, openie and the run's data fingerprint (validate's), so a
+    # change of the list or of the run's data runs it again, and a weekly run over unchanged
+    # data is served from the cache like `index`; a change of a corpus's own files (DVC-
+    # pinned development sets, not fingerprinted) or of the code in the image is not seen:
+    # `--no-cache` (or a new image tag) runs it again
+    corpora_task = c.corpora(
+        dataset=dataset,
+        corpora=corpora,
+        openie=openie,
+        data_fingerprint=validate.outputs["fingerprint"],
+    )
+    corpora_task.after(adr_labels).set_caching_options(True)
+    k8s(corpora_task, secrets={**DB, **LLM_KEY}, config=LLM, data=True, retry=True)
+    corpora_labels = corpora_task.outputs["labels"]
+
+    # the cost-aware router over every strategy (r2adapter/kway)
+    train_kway = c.train_kway(
+        dataset=dataset,
+        strategies=strategies.outputs["strategies"],
+        corpora_labels=corpora_labels,
+    )
     train_kway.set_caching_options(False)  # it registers a model version
     k8s(train_kway, secrets=DB, config=MLFLOW, retry=True)
     promote_kway = c.promote_kway(dataset=dataset, version=train_kway.outputs["version"])
@@ -301,14 +366,10 @@ def _graph(
         "kway", promote_kway, train_kway.outputs["name"], train_kway.outputs["version"]
     )
 
-    # ADR's head (r2adapter/adr): its labels are ADR's three operators on every query over
-    # the hypergraph the index step built (params.yaml adr.enabled), after the strategy
-    # labels so their timings see a quiet store too; the softmax head trains in seconds on
-    # the CPU and registers itself, as the k-way router does
-    adr_labels = c.label_adr(dataset=dataset, index_version=index.outputs["version"])
-    adr_labels.after(strategies).set_caching_options(True)
-    k8s(adr_labels, secrets=DB)
-    train_adr = c.train_adr(dataset=dataset, labels=adr_labels.outputs["labels"])
+    # ADR's head (r2adapter/adr), as the k-way router
+    train_adr = c.train_adr(
+        dataset=dataset, labels=adr_labels.outputs["labels"], corpora_labels=corpora_labels
+    )
     train_adr.set_caching_options(False)  # it registers a model version
     k8s(train_adr, secrets=DB, config=MLFLOW, retry=True)
     promote_adr = c.promote_adr(dataset=dataset, version=train_adr.outputs["version"])
@@ -316,7 +377,6 @@ def _graph(
     k8s(promote_adr, secrets=DB, config=MLFLOW, retry=True)
     promotes.append(promote_adr)
     deploy_if_promoted("adr", promote_adr, train_adr.outputs["name"], train_adr.outputs["version"])
-
     evaluate = c.evaluate(dataset=dataset).after(*promotes).set_caching_options(False)
     k8s(evaluate, secrets={**DB, **LLM_KEY}, config={**MLFLOW, **LLM}, retry=True)
 
@@ -333,6 +393,7 @@ def _pipeline(name: str, description: str, cluster: bool) -> Any:
         tau_step: float = DEFAULTS["tau_step"],
         n_label_shards: int = DEFAULTS["n_label_shards"],
         n_index_shards: int = DEFAULTS["n_index_shards"],
+        corpora: list = DEFAULTS["corpora"],
     ) -> None:
         _graph(
             dataset,
@@ -342,6 +403,7 @@ def _pipeline(name: str, description: str, cluster: bool) -> Any:
             tau_step,
             n_label_shards,
             n_index_shards,
+            corpora,
             cluster,
         )
 

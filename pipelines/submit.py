@@ -3,6 +3,7 @@
     python -m pipelines.submit --host http://ml-pipeline.kubeflow.svc.cluster.local:8888
     python -m pipelines.submit --host URL --dataset musique --openie precomputed --epochs 3
     python -m pipelines.submit --host URL --recurring "0 3 * * 0"     # Sundays 03:00 UTC
+    python -m pipelines.submit --host URL --corpora musique_dev       # "": no corpus at all
 
 The parameters are validated before anything is sent (`validate_params`); a bad value is
 one line on stderr and exit status 1, with no contact to the host. The package sent is the
@@ -17,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pipelines.retrain import DEFAULTS, PIPELINE_YAML, validate_params
+from pipelines.retrain import DEFAULTS, PIPELINE_YAML, corpora_arg, validate_params
 from r2adapter.errors import R2AError
 
 EXPERIMENT = "r2adapter-retrain"  # k8s/base/recurring-run.yaml
@@ -49,6 +50,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tau-step", type=float, default=None, help="default: params.yaml")
     p.add_argument("--n-label-shards", type=int, default=DEFAULTS["n_label_shards"])
     p.add_argument("--n-index-shards", type=int, default=DEFAULTS["n_index_shards"])
+    p.add_argument(
+        "--corpora",
+        type=corpora_arg,
+        default=None,
+        metavar="NAMES",
+        help="development corpora indexed and labelled for the k-way and ADR union, separated "
+        'by commas; "" for none (default: params.yaml pipeline.corpora, less --dataset)',
+    )
     p.add_argument("--experiment", default=EXPERIMENT)
     p.add_argument("--run-name", default=None, help="default: r2a-retrain-<dataset>")
     p.add_argument(
@@ -76,6 +85,7 @@ def submit(args: argparse.Namespace, client: Any = None) -> str:
         tau_step=args.tau_step,
         n_label_shards=args.n_label_shards,
         n_index_shards=args.n_index_shards,
+        corpora=args.corpora,
     )
     cron = kfp_cron(args.recurring) if args.recurring else None
     if client is None:

@@ -110,7 +110,7 @@ def test_the_union_reads_every_listed_corpus_once(home) -> None:  # type: ignore
     got, x, _ = _labels_and_x("hotpotqa_dev", ("musique_dev", "hotpotqa_dev"))
     assert [g.query_id for g in got] == [lab.query_id for lab in labels] and x.shape[0] == 30
     # a listed corpus without labels is left out (with a warning: the loop's corpora step
-    # writes them; a Kubeflow run ships only its dataset's); the dataset's own is an error
+    # and the pipeline's corpora task write them); the dataset's own is an error
     got, x, _ = _labels_and_x("hotpotqa_dev", ("2wikimultihopqa",))
     assert [g.query_id for g in got] == [lab.query_id for lab in labels[:20]]
     with pytest.raises(R2AError):

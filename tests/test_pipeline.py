@@ -40,12 +40,14 @@ ADR = {"label-adr", "train-adr", "promote-adr", ADR_DEPLOY}
 INDEX = {"index-shards", "index-shard", "index"}  # plan, ParallelFor: warm shard i, merge
 TASKS = {"validate", *INDEX, "label-shards", "label-shard", "label-merge", "evaluate", *KWAY}
 TASKS |= ADR
+# the development corpora indexed and labelled for both families' union (the loop's step)
+TASKS |= {"corpora"}
 TASKS |= {t for task in ("train", "register", "promote", "deploy") for t in per_router(task)}
 # the index plan loads the corpus into Postgres (live state): never cached
 CACHED = {"index-shard", "index", "label-shards", "label-shard", "label-merge"}
-CACHED |= {"label-strategies", "label-adr", *TRAIN}
+CACHED |= {"label-strategies", "label-adr", "corpora", *TRAIN}
 RETRIED = {*INDEX, "evaluate", "train-kway", "promote-kway", KWAY_DEPLOY}
-RETRIED |= {"train-adr", "promote-adr", ADR_DEPLOY}
+RETRIED |= {"train-adr", "promote-adr", ADR_DEPLOY, "corpora"}
 RETRIED |= {t for task in ("register", "promote", "deploy") for t in per_router(task)}
 
 
@@ -138,7 +140,7 @@ def test_kway_branch(compiled: dict[str, Any]) -> None:
     GPU: numpy heads) → promote-kway → deploy only when its champion moved."""
     tasks = compiled["tasks"]
     assert sorted(tasks["label-strategies"]["dependentTasks"]) == ["index", "label-merge"]
-    assert tasks["train-kway"]["dependentTasks"] == ["label-strategies"]
+    assert sorted(tasks["train-kway"]["dependentTasks"]) == ["corpora", "label-strategies"]
     assert tasks["promote-kway"]["dependentTasks"] == ["train-kway"]
     assert tasks[KWAY_DEPLOY]["taskInfo"]["name"] == "deploy kway"
     parent = compiled["parents"][KWAY_DEPLOY]
@@ -155,7 +157,7 @@ def test_adr_branch(compiled: dict[str, Any]) -> None:
     softmax head) → promote-adr → deploy only when its champion moved."""
     tasks = compiled["tasks"]
     assert sorted(tasks["label-adr"]["dependentTasks"]) == ["index", "label-strategies"]
-    assert tasks["train-adr"]["dependentTasks"] == ["label-adr"]
+    assert sorted(tasks["train-adr"]["dependentTasks"]) == ["corpora", "label-adr"]
     assert tasks["promote-adr"]["dependentTasks"] == ["train-adr"]
     assert tasks[ADR_DEPLOY]["taskInfo"]["name"] == "deploy adr"
     parent = compiled["parents"][ADR_DEPLOY]
@@ -165,6 +167,45 @@ def test_adr_branch(compiled: dict[str, Any]) -> None:
         if t["componentRef"]["name"] == parent
     )["triggerPolicy"]["condition"]
     assert "pipelinechannel--promote-adr-Output']" in condition and "== true" in condition
+
+
+def test_corpora_step(compiled: dict[str, Any]) -> None:
+    """The loop's `corpora` step: one task (no fan-out) after the ADR labels, on the run's
+    `corpora` parameter, cached on the names, openie and the data's fingerprint, with the
+    index step's cluster settings; its `labels` directory goes to both families' trainers."""
+    tasks = compiled["tasks"]
+    t = tasks["corpora"]
+    assert compiled["parents"]["corpora"] == "root"
+    assert sorted(t["dependentTasks"]) == ["label-adr", "validate"]
+    params = t["inputs"]["parameters"]
+    assert params["corpora"] == {"componentInputParameter": "corpora"}
+    assert params["dataset"] == {"componentInputParameter": "dataset"}
+    assert params["openie"] == {"componentInputParameter": "openie"}
+    fingerprint = params["data_fingerprint"]["taskOutputParameter"]
+    assert fingerprint == {"outputParameterKey": "fingerprint", "producerTask": "validate"}
+    assert t["cachingOptions"]["enableCache"] is True
+    assert t["retryPolicy"]["maxRetryCount"] == 3
+
+    comp = compiled["spec"]["components"][t["componentRef"]["name"]]
+    assert comp["inputDefinitions"]["parameters"]["corpora"]["parameterType"] == "LIST"
+    labels = comp["outputDefinitions"]["artifacts"]["labels"]["artifactType"]
+    assert labels["schemaTitle"] == "system.Dataset"
+
+    # the index step's settings: the database, the LLM (OpenIE `llm`), the data volume
+    ex = _executor(compiled, "corpora")
+    k8s = compiled["k8s"][ex]
+    secrets = {e["envVar"] for b in k8s["secretAsEnv"] for e in b["keyToEnv"]}
+    config = {e["envVar"] for b in k8s["configMapAsEnv"] for e in b["keyToEnv"]}
+    assert secrets == {"R2A_DATABASE_URL", "R2A_LLM_API_KEY"}
+    assert config == {"R2A_LLM_BASE_URL", "R2A_LLM_MODEL"}
+    assert k8s["pvcMount"] == compiled["k8s"][_executor(compiled, "index")]["pvcMount"]
+    assert k8s["pvcMount"][0]["mountPath"] == retrain.DATA_MOUNT
+    env = compiled["executors"][ex]["container"]["env"]
+    assert env == [{"name": "R2A_HOME", "value": retrain.R2A_HOME}]
+
+    for trainer in ("train-kway", "train-adr"):
+        shipped = tasks[trainer]["inputs"]["artifacts"]["corpora_labels"]["taskOutputArtifact"]
+        assert shipped == {"outputArtifactKey": "labels", "producerTask": "corpora"}, trainer
 
 
 def test_settings_from_secret_and_config_map(compiled: dict[str, Any]) -> None:
@@ -285,10 +326,16 @@ def test_labelling_fans_out(compiled: dict[str, Any]) -> None:
 
 
 def test_pipeline_parameters(compiled: dict[str, Any]) -> None:
+    from r2adapter.config import pipeline_params
+
     params = compiled["spec"]["root"]["inputDefinitions"]["parameters"]
     assert set(params) == set(retrain.DEFAULTS)
     for name, default in retrain.DEFAULTS.items():
         assert params[name]["defaultValue"] == default, name
+    # the development corpora: a list, params.yaml pipeline.corpora by default
+    assert params["corpora"]["parameterType"] == "LIST"
+    assert params["corpora"]["defaultValue"] == list(pipeline_params().corpora)
+    assert params["corpora"]["defaultValue"] == ["hotpotqa_dev", "musique_dev"]
 
 
 # ---- (c) validation at submission, no host contacted ----------------------------------------
@@ -310,6 +357,15 @@ class NoClient:
         (["--n-index-shards", "0"], "n_index_shards must be between 1 and 256, not 0"),
         (["--n-index-shards", "257"], "n_index_shards must be between 1 and 256, not 257"),
         (["--recurring", "every sunday"], "--recurring needs a cron expression"),
+        (["--corpora", "nosuch"], "unknown corpus 'nosuch' in corpora: choose among sample,"),
+        (
+            ["--dataset", "musique", "--corpora", "hotpotqa_dev,musique"],
+            "corpora must not list the run's dataset 'musique'",
+        ),
+        (
+            ["--corpora", "musique_dev,hotpotqa_dev,musique_dev"],
+            "corpora lists musique_dev more than once",
+        ),
     ],
 )
 def test_bad_parameters_refused_before_submission(args: list[str], message: str) -> None:
@@ -340,12 +396,35 @@ def test_validate_params_direct() -> None:
         retrain.validate_params(n_label_shards=2.5)  # type: ignore[arg-type]
     with pytest.raises(R2AError, match="n_index_shards must be an integer"):
         retrain.validate_params(n_index_shards=True)
+    # the development corpora: shipped names, not the run's dataset, once each, a list
+    for corpora, message in [
+        (["wiki"], "unknown corpus 'wiki' in corpora: choose among sample, musique,"),
+        (["hotpotqa_dev", "2wikimultihopqa"], "must not list the run's dataset '2wikimulti"),
+        (["hotpotqa_dev", "hotpotqa_dev"], "corpora lists hotpotqa_dev more than once"),
+        ("hotpotqa_dev", "corpora must be a list of dataset names, not 'hotpotqa_dev'"),
+        ([1], r"corpora must be a list of dataset names, not \[1\]"),
+        ({"hotpotqa_dev": 1}, "corpora must be a list of dataset names"),
+    ]:
+        with pytest.raises(R2AError, match=message) as e:
+            retrain.validate_params(dataset="2wikimultihopqa", corpora=corpora)
+        assert "\n" not in str(e.value)
+    # unknown: the choices named are the shipped datasets other than the run's own
+    with pytest.raises(R2AError) as e:
+        retrain.validate_params(dataset="musique", corpora=["wiki"])
+    assert str(e.value).endswith(
+        "choose among sample, hotpotqa, 2wikimultihopqa, hotpotqa_dev, musique_dev"
+    )
     # unset router fields are 0: each router's own params.yaml values (they differ)
     resolved = retrain.validate_params()
     assert (resolved["epochs"], resolved["eval_every_n_steps"], resolved["tau_step"]) == (0, 0, 0)
     assert "backbone" not in resolved  # the routers are the loop's, not a parameter
     given = retrain.validate_params(epochs=3, eval_every_n_steps=2, tau_step=0.05)
     assert (given["epochs"], given["eval_every_n_steps"], given["tau_step"]) == (3, 2, 0.05)
+    # corpora unset: params.yaml pipeline.corpora, less the run's dataset (the loop's rule)
+    assert resolved["corpora"] == retrain.DEFAULTS["corpora"] == ["hotpotqa_dev", "musique_dev"]
+    assert retrain.validate_params(dataset="musique_dev")["corpora"] == ["hotpotqa_dev"]
+    assert retrain.validate_params(corpora=[])["corpora"] == []
+    assert retrain.validate_params(corpora=("musique_dev",))["corpora"] == ["musique_dev"]
 
 
 class FakeClient:
@@ -384,6 +463,47 @@ def test_submit_run_and_recurring_run() -> None:
         "eval_every_n_steps": 0,
         "tau_step": 0.0,
     }
+
+
+def test_local_cli_corpora_flag(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pipelines/local.py passes --corpora (none unless given) to the pipeline."""
+    from pipelines import local as kfp_local
+
+    seen: list[dict[str, Any]] = []
+
+    def fake_run(runner: str, root: Path, arguments: dict[str, Any], **kw: Any) -> Any:
+        seen.append(arguments)
+        return kfp_local.RunResult(runner, Path(root), 0.0)
+
+    monkeypatch.setattr(kfp_local, "run", fake_run)
+    root = ["--pipeline-root", "/nonexistent/kfp"]
+    assert kfp_local.main(["--runner", "subprocess", *root]) == 0
+    assert kfp_local.main(["--runner", "subprocess", *root, "--corpora", "musique_dev"]) == 0
+    assert [a["corpora"] for a in seen] == [[], ["musique_dev"]]
+    assert set(seen[0]) == set(retrain.DEFAULTS)
+
+
+def test_corpora_flag() -> None:
+    """--corpora: names separated by commas, "" for none; unset, the pipeline's default."""
+    parse = submit.build_parser().parse_args
+    assert parse(["--host", "h"]).corpora is None
+    assert parse(["--host", "h", "--corpora", ""]).corpora == []
+    assert parse(["--host", "h", "--corpora", "musique_dev, hotpotqa_dev"]).corpora == [
+        "musique_dev",
+        "hotpotqa_dev",
+    ]
+    fake = FakeClient()
+    for flag, sent in [
+        ([], ["hotpotqa_dev", "musique_dev"]),
+        (["--corpora", ""], []),
+        (["--corpora", "musique_dev"], ["musique_dev"]),
+        (["--dataset", "hotpotqa_dev"], ["musique_dev"]),  # the default, less the dataset
+    ]:
+        submit.submit(parse(["--host", "h", *flag]), client=fake)
+        kind, call = fake.calls[-1]
+        assert kind == "run" and call["arguments"]["corpora"] == sent, flag
+    # pipelines/local.py: the same flag, none by default for a local run
+    assert retrain.corpora_arg("") == [] and retrain.corpora_arg("a,,b") == ["a", "b"]
 
 
 # ---- (d) a local run: validate → index → label ×2 → train → register → promote → ... ------
@@ -426,6 +546,7 @@ def local_run(
             tau_step=0.0,
             n_label_shards=2,
             n_index_shards=2,
+            corpora=[],  # no development corpus: the corpora task runs, on none (fast)
         )
         seconds = time.perf_counter() - t0
         print(f"\nlocal pipeline run: {seconds:.0f} s")
@@ -551,6 +672,14 @@ def test_local_run_artifacts_and_gate(local_run: dict[str, Any]) -> None:
     assert 0.0 <= _metrics(root, "train-kway")["test_recall"] <= 1.0
     outcome = _outputs(root, KWAY_DEPLOY)["parameterValues"]["Output"]
     assert outcome.startswith("local run, not in a cluster: nothing rolled out")
+    # the corpora step ran on none: an empty labels directory, handed to both trainers
+    corpora = _outputs(root, "corpora")
+    assert corpora["parameterValues"]["Output"] == 0
+    (shipped,) = corpora["artifacts"]["labels"]["artifacts"]
+    assert shipped["metadata"] == {"corpora": [], "md5": {}}
+    (labels_dir,) = [d / "labels" for d in _task_dirs(root, "corpora")]
+    assert labels_dir.is_dir() and not any(labels_dir.iterdir())
+    assert _metrics(root, "corpora")["queries"] == 0
     # ADR's branch likewise: its operator labels, model version 1, promoted, deployed
     assert _outputs(root, "label-adr")["parameterValues"]["Output"] == 60
     assert _outputs(root, "train-adr")["parameterValues"]["version"] == "1"

@@ -42,7 +42,8 @@ def training_corpora(
     """The training dataset, then the `extra` corpora (kway/adr.train_corpora), once each.
     With `label_path` (the family's label file of a corpus), an extra corpus without its
     labels here is left out with one warning naming the command that writes them (the loop's
-    `corpora` step does; a Kubeflow run ships only its dataset's labels between pods)."""
+    `corpora` step does, and the Kubeflow pipeline's `corpora` task ships them to the
+    trainers)."""
     names = list(dict.fromkeys([dataset, *extra]))
     if label_path is None:
         return names
