@@ -55,35 +55,15 @@ def train_adr(
     """Train on the `labels` artifact and on the label files of the `corpora_labels`
     directory (the `corpora` task's: adr.train_corpora's labels; each put where `r2a train
     --router adr` reads it) and register the classifier as `candidate`."""
-    import os
-    import shutil
     from collections import namedtuple
-    from pathlib import Path
 
     from r2adapter import steps
-    from r2adapter.adr.labels import adr_label_path
     from r2adapter.adr.registry import MODEL
     from r2adapter.data.adapters import dataset_name
 
-    def put(src: Path, dest: Path) -> None:  # atomically, unless it is that very file
-        if dest.exists() and os.path.samefile(src, dest):
-            return
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-        shutil.copyfile(src, tmp)
-        tmp.replace(dest)
-
     name = dataset_name(dataset)
-    dest = adr_label_path(name)
-    put(Path(labels.path), dest)
-    # an empty directory uploads no object, so in a cluster it arrives as no path at all
-    shipped_dir = Path(corpora_labels.path)
-    shipped = (
-        sorted(p for p in shipped_dir.iterdir() if p.is_file()) if shipped_dir.is_dir() else []
-    )
-    for p in shipped:
-        put(p, dest.parent / p.name)
-    print(f"adr: the corpora's label files: {', '.join(p.name for p in shipped) or 'none'}")
+    shipped = steps.receive_labels("adr", name, labels.path, corpora_labels.path)
+    print(f"adr: the corpora's label files: {', '.join(shipped) or 'none'}")
     a = steps.train_adr(name)
     for key, value in a.items():
         if key.startswith("test_"):
@@ -93,19 +73,21 @@ def train_adr(
 
 
 @r2a_component
-def promote_adr(dataset: str, version: str, metrics: Output[Metrics]) -> bool:
+def promote_adr(
+    dataset: str,
+    version: str,
+    labels: Input[Dataset],
+    corpora_labels: Input[Dataset],
+    metrics: Output[Metrics],
+) -> bool:
     """True when `champion` moved to `version` in this task; refuses to judge any other
-    candidate than the one this run registered."""
+    candidate than the one this run registered. The gate reads the union's test split:
+    the same label artifacts as train_adr, put in labels/ first."""
     from r2adapter import steps
     from r2adapter.adr.registry import MODEL
-    from r2adapter.registry.models import client
 
-    cand = client().get_model_version_by_alias(MODEL, "candidate")
-    if str(cand.version) != version:
-        raise RuntimeError(
-            f"alias candidate of {MODEL} no longer points to v{version}:"
-            " another training registered since; re-run the pipeline"
-        )
+    steps.require_candidate(MODEL, version)
+    steps.receive_labels("adr", dataset, labels.path, corpora_labels.path)
     r = steps.promote("adr", dataset)  # the one promotion skeleton, over ADR's family
     for key, value in (r.candidate_metrics or {}).items():
         metrics.log_metric(f"candidate_{key}", float(value))

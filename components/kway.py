@@ -53,35 +53,15 @@ def train_kway(
     """Train on the `strategies` artifact and on the label files of the `corpora_labels`
     directory (the `corpora` task's: kway.train_corpora's labels; each put where `r2a train
     --router kway` reads it) and register the router as `candidate`."""
-    import os
-    import shutil
     from collections import namedtuple
-    from pathlib import Path
 
     from r2adapter import steps
     from r2adapter.data.adapters import dataset_name
-    from r2adapter.kway.labels import strategy_label_path
     from r2adapter.kway.registry import MODEL
 
-    def put(src: Path, dest: Path) -> None:  # atomically, unless it is that very file
-        if dest.exists() and os.path.samefile(src, dest):
-            return
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-        shutil.copyfile(src, tmp)
-        tmp.replace(dest)
-
     name = dataset_name(dataset)
-    dest = strategy_label_path(name)
-    put(Path(strategies.path), dest)
-    # an empty directory uploads no object, so in a cluster it arrives as no path at all
-    shipped_dir = Path(corpora_labels.path)
-    shipped = (
-        sorted(p for p in shipped_dir.iterdir() if p.is_file()) if shipped_dir.is_dir() else []
-    )
-    for p in shipped:
-        put(p, dest.parent / p.name)
-    print(f"kway: the corpora's label files: {', '.join(p.name for p in shipped) or 'none'}")
+    shipped = steps.receive_labels("kway", name, strategies.path, corpora_labels.path)
+    print(f"kway: the corpora's label files: {', '.join(shipped) or 'none'}")
     k = steps.train_kway(name)
     for key, value in k.items():
         if key.startswith("test_"):
@@ -91,19 +71,21 @@ def train_kway(
 
 
 @r2a_component
-def promote_kway(dataset: str, version: str, metrics: Output[Metrics]) -> bool:
+def promote_kway(
+    dataset: str,
+    version: str,
+    strategies: Input[Dataset],
+    corpora_labels: Input[Dataset],
+    metrics: Output[Metrics],
+) -> bool:
     """True when `champion` moved to `version` in this task; refuses to judge any other
-    candidate than the one this run registered."""
+    candidate than the one this run registered. The gate reads the union's test split:
+    the same label artifacts as train_kway, put in labels/ first."""
     from r2adapter import steps
     from r2adapter.kway.registry import MODEL
-    from r2adapter.registry.models import client
 
-    cand = client().get_model_version_by_alias(MODEL, "candidate")
-    if str(cand.version) != version:
-        raise RuntimeError(
-            f"alias candidate of {MODEL} no longer points to v{version}:"
-            " another training registered since; re-run the pipeline"
-        )
+    steps.require_candidate(MODEL, version)
+    steps.receive_labels("kway", dataset, strategies.path, corpora_labels.path)
     k = steps.promote_kway(dataset)
     for key, value in (k.get("candidate_metrics") or {}).items():
         metrics.log_metric(f"candidate_{key}", float(value))

@@ -12,14 +12,9 @@ def promote(kind: str, dataset: str, version: str, metrics: Output[Metrics]) -> 
     """True when `champion` moved to `version` in this task. `version` is the candidate
     this run trained and `register` checked; the gate refuses to judge any other."""
     from r2adapter import steps
-    from r2adapter.registry.models import alias_version, model_name
+    from r2adapter.registry.models import model_name
 
-    cand = alias_version(kind, "candidate")
-    if cand is None or str(cand.version) != version:
-        raise RuntimeError(
-            f"alias candidate of {model_name(kind)} no longer points to v{version}:"
-            " another training registered since; re-run the pipeline"
-        )
+    steps.require_candidate(model_name(kind), version)
     r = steps.promote(kind, dataset)
     verb = "promoted" if r.promoted else "kept the champion"
     before = f"v{r.champion_before}" if r.champion_before else "none"

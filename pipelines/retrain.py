@@ -23,7 +23,9 @@ of the dataset's labels and the development corpora's (params.yaml kway.train_co
 adr.train_corpora), as the loop's `corpora` step makes them: the `corpora` task indexes and
 labels each corpus of the run's `corpora` parameter, one after the other (after label-adr,
 so that its timings see a quiet store), and hands their label files, as one directory
-artifact, to train-kway and train-adr, which put them in labels/ before training.
+artifact, to train-kway and train-adr, which put them in labels/ before training, and to
+promote-kway and promote-adr, whose gates read the same union's test split (a pod starts
+with no labels/: each task receives what it reads, steps.receive_labels).
 
 `retrain_pipeline` is what Kubeflow runs (compiled to pipelines/retrain.yaml:
 `python -m pipelines.retrain`). `local_pipeline` is the same graph of the same components
@@ -358,7 +360,12 @@ def _graph(
     )
     train_kway.set_caching_options(False)  # it registers a model version
     k8s(train_kway, secrets=DB, config=MLFLOW, retry=True)
-    promote_kway = c.promote_kway(dataset=dataset, version=train_kway.outputs["version"])
+    promote_kway = c.promote_kway(
+        dataset=dataset,
+        version=train_kway.outputs["version"],
+        strategies=strategies.outputs["strategies"],
+        corpora_labels=corpora_labels,
+    )
     promote_kway.set_caching_options(False)
     k8s(promote_kway, secrets=DB, config=MLFLOW, retry=True)
     promotes.append(promote_kway)
@@ -372,7 +379,12 @@ def _graph(
     )
     train_adr.set_caching_options(False)  # it registers a model version
     k8s(train_adr, secrets=DB, config=MLFLOW, retry=True)
-    promote_adr = c.promote_adr(dataset=dataset, version=train_adr.outputs["version"])
+    promote_adr = c.promote_adr(
+        dataset=dataset,
+        version=train_adr.outputs["version"],
+        labels=adr_labels.outputs["labels"],
+        corpora_labels=corpora_labels,
+    )
     promote_adr.set_caching_options(False)
     k8s(promote_adr, secrets=DB, config=MLFLOW, retry=True)
     promotes.append(promote_adr)

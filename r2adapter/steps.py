@@ -119,6 +119,56 @@ def train_kway(dataset: str) -> dict[str, Any]:
     return train_and_register_kway(dataset_name(dataset))
 
 
+def require_candidate(model: str, version: str) -> None:
+    """Refuse to gate any other candidate of registered `model` than `version`, the one
+    this pipeline run trained (another training may have registered since)."""
+    from r2adapter.registry.models import version_by_alias
+
+    cand = version_by_alias(model, "candidate")
+    if cand is None or str(cand.version) != version:
+        raise R2AError(
+            f"alias candidate of {model} no longer points to v{version}:"
+            " another training registered since; re-run the pipeline"
+        )
+
+
+def receive_labels(family: str, dataset: str, labels: str, corpora: str) -> list[str]:
+    """Put a pipeline task's label artifacts where `family` ("kway" or "adr") reads them:
+    the file `labels` as the dataset's, each file of the directory `corpora` (the `corpora`
+    task's output) under its own name beside it. Each is written atomically; one already in
+    place (a local run's own file) is left. A missing `corpora` directory is none: an empty
+    directory uploads no object, so in a cluster it arrives as no path at all. Returns the
+    corpora's file names. The trainers and the gates call it: a pod starts with no labels/."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    from r2adapter.adr.labels import adr_label_path
+    from r2adapter.kway.labels import strategy_label_path
+
+    paths = {"kway": strategy_label_path, "adr": adr_label_path}
+    if family not in paths:
+        raise R2AError(f"no label files for family {family!r}: choose kway or adr")
+    dest = paths[family](dataset_name(dataset))
+
+    def put(src: Path, to: Path) -> None:
+        if to.exists() and os.path.samefile(src, to):
+            return
+        to.parent.mkdir(parents=True, exist_ok=True)
+        tmp = to.with_name(f".{to.name}.{os.getpid()}.tmp")
+        shutil.copyfile(src, tmp)
+        tmp.replace(to)
+
+    if not Path(labels).is_file():
+        raise R2AError(f"{labels}: the {family} label artifact is missing")
+    put(Path(labels), dest)
+    folder = Path(corpora)
+    shipped = sorted(p for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
+    for p in shipped:
+        put(p, dest.parent / p.name)
+    return [p.name for p in shipped]
+
+
 def promote_kway(dataset: str | None = None) -> dict[str, Any]:
     return promote("kway", dataset).to_report()
 

@@ -135,13 +135,95 @@ def test_one_branch_per_router_of_the_loop(compiled: dict[str, Any]) -> None:
     assert evaluated_after == sorted([*per_router("promote"), "promote-kway", "promote-adr"])
 
 
+def _gate_reads_what_trainer_read(tasks: dict[str, Any], family: str, labels: str) -> None:
+    """A pod starts with no labels/: the gate receives the very label artifacts its trainer
+    trained on (the dataset's and the corpora's directory), not files it cannot see."""
+    train, gate = tasks[f"train-{family}"]["inputs"], tasks[f"promote-{family}"]["inputs"]
+    assert set(gate["artifacts"]) == {labels, "corpora_labels"}
+    assert gate["artifacts"] == train["artifacts"]
+    version = gate["parameters"]["version"]["taskOutputParameter"]
+    assert version == {"outputParameterKey": "version", "producerTask": f"train-{family}"}
+
+
+def test_receive_labels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the trainers and gates run first in a pod: the dataset's label artifact and each
+    file of the corpora directory put where the family reads them, atomically; a missing
+    directory (how an empty one arrives in a cluster) is none; a missing artifact, an
+    unknown family: one-line errors."""
+    from r2adapter import steps
+    from r2adapter.config import settings
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("R2A_HOME", str(home))
+    settings.cache_clear()
+    try:
+        shipped = tmp_path / "artifacts"
+        (shipped / "corpora").mkdir(parents=True)
+        (shipped / "strategies").write_text('{"q": 1}\n')
+        (shipped / "corpora" / "musique_dev.strategies.jsonl").write_text('{"q": 2}\n')
+        (shipped / "corpora" / "musique_dev.adr.jsonl").write_text('{"q": 3}\n')
+        got = steps.receive_labels(
+            "kway", "2wikimultihopqa", str(shipped / "strategies"), str(shipped / "corpora")
+        )
+        assert got == ["musique_dev.adr.jsonl", "musique_dev.strategies.jsonl"]
+        labels = home / "labels"
+        assert (labels / "2wikimultihopqa.strategies.jsonl").read_text() == '{"q": 1}\n'
+        assert (labels / "musique_dev.strategies.jsonl").read_text() == '{"q": 2}\n'
+        assert not [p for p in labels.iterdir() if p.name.startswith(".")]  # no temporaries
+        # an empty corpora directory never arrives in a cluster: none, the dataset's alone
+        gone = str(tmp_path / "gone")
+        assert (
+            steps.receive_labels("adr", "2wikimultihopqa", str(shipped / "strategies"), gone) == []
+        )
+        assert (labels / "2wikimultihopqa.adr.jsonl").is_file()
+        with pytest.raises(R2AError, match="the kway label artifact is missing"):
+            steps.receive_labels("kway", "2wikimultihopqa", str(tmp_path / "none"), "")
+        with pytest.raises(R2AError, match="no label files for family 'r2a'"):
+            steps.receive_labels("r2a", "2wikimultihopqa", str(shipped / "strategies"), "")
+    finally:
+        monkeypatch.undo()
+        settings.cache_clear()
+
+
+def test_require_candidate_refuses_another_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every gate first checks that `candidate` is the version its run trained: a store
+    without the model, or whose candidate moved on, is a one-line refusal."""
+    import mlflow
+
+    from r2adapter import steps
+    from r2adapter.config import settings
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
+    settings.cache_clear()
+    try:
+        with pytest.raises(R2AError, match="alias candidate of r2a-router-kway no longer"):
+            steps.require_candidate("r2a-router-kway", "3")
+        # register two versions, the second as candidate
+        c = mlflow.MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+        c.create_registered_model("r2a-router-kway")
+        for _ in range(2):
+            c.create_model_version("r2a-router-kway", source=str(tmp_path))
+        c.set_registered_model_alias("r2a-router-kway", "candidate", "2")
+        steps.require_candidate("r2a-router-kway", "2")
+        with pytest.raises(R2AError, match="no longer points to v1: another training"):
+            steps.require_candidate("r2a-router-kway", "1")
+    finally:
+        monkeypatch.undo()
+        settings.cache_clear()
+
+
 def test_kway_branch(compiled: dict[str, Any]) -> None:
     """label-strategies (after the two-way labels, on the index's version) → train-kway (no
     GPU: numpy heads) → promote-kway → deploy only when its champion moved."""
     tasks = compiled["tasks"]
     assert sorted(tasks["label-strategies"]["dependentTasks"]) == ["index", "label-merge"]
     assert sorted(tasks["train-kway"]["dependentTasks"]) == ["corpora", "label-strategies"]
-    assert tasks["promote-kway"]["dependentTasks"] == ["train-kway"]
+    assert sorted(tasks["promote-kway"]["dependentTasks"]) == [
+        "corpora", "label-strategies", "train-kway",
+    ]  # fmt: skip
+    _gate_reads_what_trainer_read(tasks, "kway", "strategies")
     assert tasks[KWAY_DEPLOY]["taskInfo"]["name"] == "deploy kway"
     parent = compiled["parents"][KWAY_DEPLOY]
     condition = next(
@@ -158,7 +240,8 @@ def test_adr_branch(compiled: dict[str, Any]) -> None:
     tasks = compiled["tasks"]
     assert sorted(tasks["label-adr"]["dependentTasks"]) == ["index", "label-strategies"]
     assert sorted(tasks["train-adr"]["dependentTasks"]) == ["corpora", "label-adr"]
-    assert tasks["promote-adr"]["dependentTasks"] == ["train-adr"]
+    assert sorted(tasks["promote-adr"]["dependentTasks"]) == ["corpora", "label-adr", "train-adr"]
+    _gate_reads_what_trainer_read(tasks, "adr", "labels")
     assert tasks[ADR_DEPLOY]["taskInfo"]["name"] == "deploy adr"
     parent = compiled["parents"][ADR_DEPLOY]
     condition = next(
