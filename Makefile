@@ -128,11 +128,12 @@ test-pipeline-docker: image data
 # Every tier (unit, slow, integration: the real Postgres, MLflow and BentoML), and the
 # container tier when a Docker daemon answers (the images are built first, seconds when
 # cached); without one it is deselected and said so by name (tests/containers/conftest.py
-# prints the line again in pytest's summary).
+# prints the line again in pytest's summary). The 30 slowest tests are listed at the end: CI
+# must stay under 60 minutes, and its log is where a slow test shows first.
 test: data
 	@if docker info >/dev/null 2>&1; then $(MAKE) -s image; \
 	else echo "make test: no Docker daemon reachable: the container tier (tests/containers, marker containers) is skipped; make test-containers provisions Docker and runs it"; fi
-	R2A_IMAGE=$(IMAGE) R2A_PG_IMAGE=$(PG_IMAGE) $(VENV)/bin/pytest -q
+	R2A_IMAGE=$(IMAGE) R2A_PG_IMAGE=$(PG_IMAGE) $(VENV)/bin/pytest -q --durations=30
 
 # docs/results.md, the figures' page, rendered from the saved reports (reports/ and
 # benchmarks/results/*.json) by scripts/render_results.py; tests/test_results_page.py fails
