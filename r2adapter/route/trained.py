@@ -129,7 +129,15 @@ class TrainedRouter(Router):
         p_dense, p_graph = self.score(questions, qvecs)
         margins = np.sort(p_graph - p_dense)[::-1]
         k = int(np.floor(usage * len(margins) + 1e-9))  # questions allowed to graph
-        self.tau = float(margins[k]) if k < len(margins) else float(margins[-1]) - 1e-9
+        # τ halfway between the k-th margin (the last sent) and the next (the first kept): a
+        # question scored again later (another batch, one at a time, ONNX) moves by ~1e-7,
+        # and at τ = margins[k] exactly that was enough to send one question too many
+        if k >= len(margins):
+            self.tau = float(margins[-1]) - 1e-6
+        elif k == 0:
+            self.tau = float(margins[0]) + 1e-6
+        else:
+            self.tau = float(margins[k - 1] + margins[k]) / 2
         return self.tau
 
     def features(self, queries: Sequence[str], qvecs: np.ndarray) -> torch.Tensor | None:
