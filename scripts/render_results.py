@@ -984,6 +984,62 @@ def kway(page: Page) -> None:
         choice,
     )
 
+    def shift(d: dict[str, Any]) -> None:
+        page.para(
+            "Each corpus held out in turn, the k-way router trained on the other two; "
+            "recall and ms ratio against the best fixed strategy on the held-out corpus "
+            "(`benchmarks/bench_loco_shift.py`, `docs/corpora.md`). " + str(d.get("note", ""))
+        )
+        rows = []
+        for held, r in d.get("held_out", {}).items():
+            for point in ("kway", "kway_quality"):
+                for method, v in (r.get(point) or {}).items():
+                    if not isinstance(v, dict) or "recall" not in v:
+                        continue
+                    rows.append(
+                        [
+                            held,
+                            point,
+                            method,
+                            num(v.get("recall")),
+                            signed(v.get("diff")),
+                            ci(v.get("ci95")),
+                            num(v.get("ms_ratio"), 2),
+                            "yes" if v.get("met") else "no",
+                        ]
+                    )
+        page.table(
+            "held out | point | transfer | recall | vs best fixed | [95%] | ms ratio | met",
+            rows,
+        )
+        few = []
+        for held, r in d.get("held_out", {}).items():
+            for point in ("kway", "kway_quality"):
+                for k, v in get(r, point, "few_labels", default={}).items():
+                    few.append(
+                        [
+                            held,
+                            point,
+                            k,
+                            signed(v.get("diff_mean")),
+                            signed(v.get("diff_p10")),
+                            num(v.get("ms_ratio_mean"), 2),
+                            pct(v.get("met_share")),
+                        ]
+                    )
+        page.table(
+            "held out | point | labelled questions | mean diff | 10th percentile | ms ratio "
+            "| draws meeting the target",
+            few,
+        )
+
+    page.section(
+        3,
+        "Left one corpus out: label-free corrections and a few labels",
+        "benchmarks/results/loco_shift.json",
+        shift,
+    )
+
 
 def adr(page: Page) -> None:
     rel = "benchmarks/results/adr.json"
