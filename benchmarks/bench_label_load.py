@@ -1,16 +1,23 @@
 """Costs that do not depend on the load (issue 24, item 4): label one corpus twice, once on
 a quiet machine and once with every core kept busy by other processes, train the k-way
 router on each label set (same seed, same features, same splits) and compare the two
-routers' choices on the test split, for both ways of costing a strategy (params.yaml
-`kway.cost`): `measured`, each query's ms timed once while labelling (today's default), and
-`calibrated`, each base retriever's cost from the calibration pass after the labels
-(r2adapter/kway/labels.py `calibrate_costs`). One labelling pass yields both: its
-per-query ms and its calibration. Target: ≥ 95% of test queries routed alike, and the two
-routers' recall and cost points within noise (a paired bootstrap of the recall difference).
+routers' choices on the test split, for each way of costing a strategy (params.yaml
+`kway.cost`): `measured`, each query's ms timed once while labelling, and `calibrated`,
+each base retriever's cost from the calibration pass after the labels
+(r2adapter/kway/labels.py `calibrate_costs`); and, measured here only, `median`, each base
+retriever's median measured ms over the file (one price per retriever). One labelling pass
+yields all three: its per-query ms and its calibration. Target: ≥ 95% of test queries
+routed alike, and the two routers' recall and cost points within noise (a paired bootstrap
+of the recall difference).
 
     .venv/bin/python benchmarks/bench_label_load.py                 # 2wikimultihopqa
     .venv/bin/python benchmarks/bench_label_load.py --quick         # 200 queries, 20 calibrated
     .venv/bin/python benchmarks/bench_label_load.py --dataset musique_dev --hogs 3
+    .venv/bin/python benchmarks/bench_label_load.py --load bursts   # label_load_bursts.json
+
+`--load bursts`: each hog alternates 0.5-3 s busy and 0.5-3 s idle (random, seeded per
+hog), the way a test run shares the cores: the load that moved a router in an earlier
+fresh-clone run, where a steady load (the default) moved none.
 """
 
 from __future__ import annotations
@@ -31,10 +38,22 @@ from benchmarks.common import arg_parser, finish, loadavg, met, new_result, requ
 
 TARGET_AGREEMENT = 0.95
 HOG = "while True: pass"
+BURSTY_HOG = """
+import random, sys, time
+rng = random.Random(int(sys.argv[1]))
+while True:
+    end = time.monotonic() + rng.uniform(0.5, 3.0)
+    while time.monotonic() < end:
+        pass
+    time.sleep(rng.uniform(0.5, 3.0))
+"""
 
 
-def _hogs(n: int) -> list[subprocess.Popen[bytes]]:
-    """`n` processes that each keep one core busy (another job on the machine)."""
+def _hogs(n: int, load: str = "steady") -> list[subprocess.Popen[bytes]]:
+    """`n` processes that each keep one core busy (another job on the machine), all the
+    time (`steady`) or in bursts (`bursts`)."""
+    if load == "bursts":
+        return [subprocess.Popen([sys.executable, "-c", BURSTY_HOG, str(i)]) for i in range(n)]
     return [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(n)]
 
 
@@ -44,6 +63,13 @@ def _label(dataset: str, p: Any, limit: int | None) -> tuple[list[Any], float]:
     t0 = time.perf_counter()
     out = kl.rank_strategies(dataset, p, limit=limit)
     return out, time.perf_counter() - t0
+
+
+def _median_costs(labels: list[Any]) -> dict[str, float]:
+    """A third pricing, measured here only (not a `kway.cost`): each base retriever's (and
+    the embedding's) median measured ms over the file, the same for every query."""
+    keys = sorted({k for lab in labels for k in lab.ms})
+    return {k: float(np.median([lab.ms[k] for lab in labels if k in lab.ms])) for k in keys}
 
 
 def _router(labels: list[Any], mode: str, dataset: str, p: Any, x: np.ndarray) -> dict[str, Any]:
@@ -56,10 +82,11 @@ def _router(labels: list[Any], mode: str, dataset: str, p: Any, x: np.ndarray) -
     rp = p.routed()
     table = strategy_table(rp.strategies)
     priced = []
+    prices = _median_costs(labels) if mode == "median" else {}
     for lab in labels:
         one = replace(lab, outcomes={}, suitable=[])
-        if mode == "measured":
-            one.cost_ms = {}
+        if mode != "calibrated":
+            one.cost_ms = prices  # median: one price per retriever; measured: its own ms
         evaluate_outcomes(one, table, rp.rrf_k)
         priced.append(one)
     m = outcome_matrix(priced, table)
@@ -98,7 +125,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = arg_parser(__doc__ or "", "200 queries, 20 calibration queries", "label_load.json")
     ap.add_argument("--dataset", default="2wikimultihopqa")
     ap.add_argument("--hogs", type=int, default=0, help="busy processes (default: one a core)")
+    ap.add_argument(
+        "--load", choices=("steady", "bursts"), default="steady", help="how the hogs load"
+    )
     args = ap.parse_args(argv)
+    if args.load == "bursts" and args.out.name == "label_load.json":
+        args.out = args.out.with_name("label_load_bursts.json")
     import os
 
     from r2adapter.config import kway_params
@@ -113,11 +145,11 @@ def main(argv: list[str] | None = None) -> int:
     limit = None
     if args.quick:
         p, limit = replace(p, calibration_queries=20), 200
-    result = new_result("label_load", args.quick, hogs=hogs, cores=cores)
+    result = new_result("label_load", args.quick, hogs=hogs, cores=cores, load=args.load)
     result["dataset"] = args.dataset
     runs: dict[str, Any] = {}
     for state in ("quiet", "loaded"):
-        procs = _hogs(hogs) if state == "loaded" else []
+        procs = _hogs(hogs, args.load) if state == "loaded" else []
         time.sleep(1.0 if procs else 0.0)
         load0 = loadavg()[0]
         try:
@@ -133,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     qv = get_encoder().encode(questions)
     x = KwayFeatures(args.dataset, GRAPHS, p.features)(questions, qv)
     modes: dict[str, Any] = {}
-    for mode in ("measured", "calibrated"):
+    for mode in ("measured", "median", "calibrated"):
         r = {s: _router(runs[s]["labels"], mode, args.dataset, p, x) for s in runs}
         agree = float((r["quiet"]["choice"] == r["loaded"]["choice"]).mean())
         modes[mode] = {

@@ -1033,6 +1033,72 @@ def kway(page: Page) -> None:
             few,
         )
 
+    def load_runs(d: dict[str, Any]) -> None:
+        m = d.get("machine", {})
+        page.para(
+            f"{d.get('dataset')} labelled twice: quiet (load {get(d, 'loadavg_before', 'quiet')}, "
+            f"{get(d, 'label_seconds', 'quiet')} s) and with {m.get('hogs')} "
+            f"{m.get('load', 'steady')} hogs (load {get(d, 'loadavg_before', 'loaded')}, "
+            f"{get(d, 'label_seconds', 'loaded')} s); the k-way router trained on each, "
+            f"{d.get('n_test')} test queries (`benchmarks/bench_label_load.py`, "
+            "`docs/routing.md`)."
+        )
+        rows = []
+        for mode, v in d.get("modes", {}).items():
+            rows.append(
+                [
+                    mode,
+                    pct(v.get("agreement")),
+                    "yes" if v.get("met") else "no",
+                    num(get(v, "quiet", "test_recall")),
+                    num(get(v, "loaded", "test_recall")),
+                    diff_ci(v.get("recall_paired")),
+                    ms(get(v, "quiet", "test_mean_ms")),
+                    ms(get(v, "loaded", "test_mean_ms")),
+                ]
+            )
+        page.table(
+            "`kway.cost` | test choices alike | ≥ 95% | recall quiet | loaded | loaded − quiet "
+            "[95%] | mean ms quiet | loaded",
+            rows,
+        )
+
+    for rel, title in (
+        ("benchmarks/results/label_load.json", "Costs under a steady load"),
+        ("benchmarks/results/label_load_bursts.json", "Costs under a bursty load"),
+    ):
+        page.section(3, title, rel, load_runs)
+
+    def jitter(d: dict[str, Any]) -> None:
+        b = d.get("base", {})
+        page.para(
+            f"{d.get('dataset')}: the k-way router trained on the committed labels (thresholds "
+            f"{b.get('thresholds')}, test recall {num(b.get('recall'))}), then again with every "
+            "query's measured ms times a log-normal factor, no load "
+            "(`benchmarks/bench_label_jitter.py`, `docs/routing.md`)."
+        )
+        rows = []
+        for sigma, v in d.get("sigmas", {}).items():
+            rec = [t.get("recall") for t in v.get("trials", [])]
+            rows.append(
+                [
+                    sigma,
+                    num(len(rec)),
+                    pct(v.get("share_at_least_95")),
+                    pct(v.get("agreement_mean")),
+                    num(v.get("distinct_thresholds")),
+                    f"{num(min(rec))}–{num(max(rec))}" if rec else "—",
+                ]
+            )
+        page.table(
+            "σ | trials | trials ≥ 95% alike | mean agreement | threshold settings | test recall",
+            rows,
+        )
+
+    page.section(
+        3, "Costs under timing noise alone", "benchmarks/results/label_jitter.json", jitter
+    )
+
     page.section(
         3,
         "Left one corpus out: label-free corrections and a few labels",
