@@ -19,6 +19,7 @@ pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow  # the benchmark as a subprocess: ~4 s, out of make test-fast
 def test_bench_scale_runs_the_library_and_prints_json_last(tmp_path: Path) -> None:
     from r2adapter.config import graph_params
 

@@ -185,6 +185,7 @@ def test_receive_labels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
         settings.cache_clear()
 
 
+@pytest.mark.integration  # a real MLflow store
 def test_require_candidate_refuses_another_version(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
