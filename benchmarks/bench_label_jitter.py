@@ -33,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = arg_parser(__doc__ or "", "3 trials a σ", "label_jitter.json")
     ap.add_argument("--dataset", default="2wikimultihopqa")
     ap.add_argument("--trials", type=int, default=20)
+    ap.add_argument(
+        "--cap-penalty", type=float, default=None, help="kway.cap_penalty (default params.yaml's)"
+    )
     args = ap.parse_args(argv)
     from r2adapter.config import kway_params
     from r2adapter.index.encoder import get_encoder
@@ -42,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
 
     require_db()
     trials = 3 if args.quick else args.trials
-    p = kway_params()
+    p = kway_params() if args.cap_penalty is None else kway_params(cap_penalty=args.cap_penalty)
     labels = read_strategy_labels(args.dataset, replace(p, route=()))
     questions = [lab.question for lab in labels]
     x = KwayFeatures(args.dataset, GRAPHS, p.features)(questions, get_encoder().encode(questions))
@@ -50,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"unperturbed: thresholds {base['thresholds']}, recall {base['recall_q'].mean():.3f}")
     result = new_result("label_jitter", args.quick)
     result["dataset"] = args.dataset
+    result["cap_penalty"] = p.cap_penalty
     result["base"] = {
         "thresholds": base["thresholds"],
         "recall": float(base["recall_q"].mean()),

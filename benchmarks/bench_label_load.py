@@ -128,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--load", choices=("steady", "bursts"), default="steady", help="how the hogs load"
     )
+    ap.add_argument(
+        "--cap-penalty", type=float, default=None, help="kway.cap_penalty (default params.yaml's)"
+    )
     args = ap.parse_args(argv)
     if args.load == "bursts" and args.out.name == "label_load.json":
         args.out = args.out.with_name("label_load_bursts.json")
@@ -142,11 +145,14 @@ def main(argv: list[str] | None = None) -> int:
     cores = len(os.sched_getaffinity(0))
     hogs = args.hogs or cores
     p = kway_params(cost="calibrated")
+    if args.cap_penalty is not None:
+        p = replace(p, cap_penalty=args.cap_penalty)
     limit = None
     if args.quick:
         p, limit = replace(p, calibration_queries=20), 200
     result = new_result("label_load", args.quick, hogs=hogs, cores=cores, load=args.load)
     result["dataset"] = args.dataset
+    result["cap_penalty"] = p.cap_penalty
     runs: dict[str, Any] = {}
     for state in ("quiet", "loaded"):
         procs = _hogs(hogs, args.load) if state == "loaded" else []

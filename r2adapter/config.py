@@ -489,6 +489,12 @@ class KwayParams:
     tau_step: float = 0.05
     search_rounds: int = 3  # coordinate-ascent passes over the strategies' thresholds
     shared_threshold: bool = False  # one τ for every head instead of one per strategy
+    # > 0: the cost cap is soft in the threshold search, recall − λ × the relative ms
+    # overshoot (no step at the cap); 0: hard. A hard cap let ~15% per-query timing noise
+    # flip the router between two near-tied settings (benchmarks/bench_label_jitter.py:
+    # 14/20 trials >= 95% alike, λ 1: 18/20; docs/routing.md). Not yet the default: it
+    # changes the served router and has not been checked on the union's folds
+    cap_penalty: float = 0.0
     seed: int = 13
     # a corpus the router was not trained on (`--protocol all`), without labels: `plugin`
     # prices the strategies at their own ms on that corpus's questions and re-searches the
@@ -566,6 +572,7 @@ class KwayParams:
         for name in ("budget", "confidence", "alpha", "quality_budget", "transfer_tolerance"):
             v = getattr(self, name)
             _need(0.0 <= v <= 1.0, f"kway.{name} must be in [0, 1], not {v}")
+        _need(self.cap_penalty >= 0.0, f"kway.cap_penalty must be ≥ 0, not {self.cap_penalty}")
         _need(
             self.fallback in ("best", "affordable", "searched"),
             f"kway.fallback: {self.fallback!r} is not best, affordable or searched",

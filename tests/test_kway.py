@@ -18,7 +18,14 @@ from r2adapter.config import kway_params
 from r2adapter.errors import R2AError
 from r2adapter.evaluate.routing_report import mixture_ceiling
 from r2adapter.evaluate.stats import paired_bootstrap
-from r2adapter.kway.cascade import Costs, choose, cost_cap, fallback_index, search_thresholds
+from r2adapter.kway.cascade import (
+    Costs,
+    choose,
+    cost_cap,
+    fallback_index,
+    objective,
+    search_thresholds,
+)
 from r2adapter.kway.labels import read_strategy_labels
 from r2adapter.kway.model import KwayRouter, fit_kway
 from r2adapter.kway.strategies import (
@@ -422,3 +429,28 @@ def test_route_is_a_labelled_subset() -> None:
         kway_params(
             strategies=("dense@5", "graph@5"), route=("dense@5",), quality_route=("graph@8",)
         )
+
+
+@pytest.mark.unit
+def test_a_soft_cap_has_no_step_and_trades_recall_for_overshoot() -> None:
+    """`kway.cap_penalty` λ: recall − λ × the relative ms overshoot. A setting 1% over the
+    cap keeps nearly its recall (hard: −1 and out), so timing noise at the cap moves the
+    score by about as much as the noise; a large overshoot still loses to a cheaper
+    setting, and the passages cap stays hard."""
+    c = Costs(np.array([[0.6, 1.0]] * 4), np.array([[10.0, 20.2]] * 4), np.full((4, 2), 5.0))
+    pricey = np.ones(4, dtype=int)
+    hard, ok = objective(pricey, c, 20.0, 5.0)
+    soft, ok_soft = objective(pricey, c, 20.0, 5.0, penalty=1.0)
+    assert hard < 0 and not ok and soft == pytest.approx(0.99) and not ok_soft
+    assert objective(pricey, c, 20.2, 5.0, penalty=1.0) == (1.0, True)  # within: plain recall
+    far = objective(pricey, c, 10.0, 5.0, penalty=1.0)[0]  # 102% over: worse than cheap
+    assert far < objective(np.zeros(4, dtype=int), c, 10.0, 5.0, penalty=1.0)[0] == 0.6
+    assert objective(pricey, c, 20.0, 4.0, penalty=1.0)[0] < 0  # passages: still hard
+    # the search: the expensive strategy 1% over a cap of 20 ms is kept soft, refused hard
+    probs = np.array([[0.9, 0.5]] * 4)
+    grid = np.round(np.arange(0.05, 0.96, 0.05), 2)
+    order = np.array([0, 1])
+    tau_h, _, _ = search_thresholds(probs, c, order, 1, 20.0, 5.0, grid, 0.75)
+    tau_s, _, _ = search_thresholds(probs, c, order, 1, 20.0, 5.0, grid, 0.75, penalty=1.0)
+    assert (choose(probs, tau_h, order, 1) == 0).all()
+    assert (choose(probs, tau_s, order, 1) == 1).all()

@@ -74,12 +74,19 @@ def outcome(choice: np.ndarray, c: Costs) -> tuple[float, float, float]:
 
 
 def objective(
-    choice: np.ndarray, c: Costs, cap_ms: float, max_passages: float
+    choice: np.ndarray, c: Costs, cap_ms: float, max_passages: float, penalty: float = 0.0
 ) -> tuple[float, bool]:
     """Recall if within budget; else recall minus the relative overshoot (so the search
-    walks back into the budget)."""
+    walks back into the budget). `penalty` λ > 0 (`kway.cap_penalty`) makes the ms cap
+    soft: recall − λ × the relative ms overshoot, with no step at the cap, so a setting
+    just over it is not thrown out by a few per cent of timing noise; the passages cap
+    stays hard."""
     r, ms, ps = outcome(choice, c)
-    over = max(0.0, ms / cap_ms - 1.0) + max(0.0, ps / max_passages - 1.0)
+    over_ms = max(0.0, ms / cap_ms - 1.0)
+    over_ps = max(0.0, ps / max_passages - 1.0)
+    if penalty > 0.0 and over_ps <= 1e-12:
+        return r - penalty * over_ms, over_ms <= 1e-12
+    over = over_ms + over_ps
     return (r, True) if over <= 1e-12 else (r - 1.0 - over, False)
 
 
@@ -94,16 +101,21 @@ def search_thresholds(
     start: float,
     rounds: int = 3,
     shared: bool = False,
+    penalty: float = 0.0,
 ) -> tuple[np.ndarray, float, bool]:
     """τ per strategy maximising `objective` on these queries; (τ, score, feasible). With
     `shared`, one τ for every head (one degree of freedom, as in Algorithm 2)."""
     s = probs.shape[1]
     tau = np.full(s, float(start))
-    best, feasible = objective(choose(probs, tau, order, fallback), c, cap_ms, max_passages)
+    best, feasible = objective(
+        choose(probs, tau, order, fallback), c, cap_ms, max_passages, penalty
+    )
     if shared:
         for t in grid:
             cand = np.full(s, float(t))
-            score, ok = objective(choose(probs, cand, order, fallback), c, cap_ms, max_passages)
+            score, ok = objective(
+                choose(probs, cand, order, fallback), c, cap_ms, max_passages, penalty
+            )
             if score > best + 1e-12:
                 best, feasible, tau = score, ok, cand
         return tau, best, feasible
@@ -115,7 +127,9 @@ def search_thresholds(
                 if t == keep:
                     continue
                 tau[j] = t
-                score, ok = objective(choose(probs, tau, order, fallback), c, cap_ms, max_passages)
+                score, ok = objective(
+                    choose(probs, tau, order, fallback), c, cap_ms, max_passages, penalty
+                )
                 if score > best + 1e-12:
                     best, feasible, keep, moved = score, ok, t, True
             tau[j] = keep
@@ -141,4 +155,5 @@ def tune_thresholds(
         p.confidence,
         p.search_rounds,
         p.shared_threshold,
+        p.cap_penalty,
     )
