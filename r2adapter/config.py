@@ -490,10 +490,10 @@ class KwayParams:
     search_rounds: int = 3  # coordinate-ascent passes over the strategies' thresholds
     shared_threshold: bool = False  # one τ for every head instead of one per strategy
     # > 0: the cost cap is soft in the threshold search, recall − λ × the relative ms
-    # overshoot (no step at the cap); 0: hard. A hard cap let ~15% per-query timing noise
-    # flip the router between two near-tied settings (benchmarks/bench_label_jitter.py:
-    # 14/20 trials >= 95% alike, λ 1: 18/20; docs/routing.md). Not yet the default: it
-    # changes the served router and has not been checked on the union's folds
+    # overshoot (no step at the cap); 0: hard. Against ~15% per-query timing noise λ 1
+    # keeps the router (benchmarks/bench_label_jitter.py: 18/20 trials >= 95% alike, hard
+    # 14/20), against a real load it does not (bench_label_load.py --cap-penalty 1: 94%
+    # steady, 56% bursts; docs/routing.md): so 0, the hard cap
     cap_penalty: float = 0.0
     seed: int = 13
     # a corpus the router was not trained on (`--protocol all`), without labels: `plugin`
