@@ -2,11 +2,13 @@
 a quiet machine and once with every core kept busy by other processes, train the k-way
 router on each label set (same seed, same features, same splits) and compare the two
 routers' choices on the test split, for each way of costing a strategy (params.yaml
-`kway.cost`): `measured`, each query's ms timed once while labelling, and `calibrated`,
-each base retriever's cost from the calibration pass after the labels
-(r2adapter/kway/labels.py `calibrate_costs`); and, measured here only, `median`, each base
-retriever's median measured ms over the file (one price per retriever). One labelling pass
-yields all three: its per-query ms and its calibration. Target: ≥ 95% of test queries
+`kway.cost`): `measured`, each query's ms timed once while labelling; `cpu`, the same
+steps' CPU ms (this process's and the database backend's, r2adapter/store/cpu_time.py);
+and `calibrated`, each base retriever's cost from the calibration pass after the labels
+(r2adapter/kway/labels.py `calibrate_costs`); and, measured here only, `median` and
+`cpu_median`, each base retriever's median wall or CPU ms over the file (one price per
+retriever). One labelling pass yields all five: its per-query wall and CPU ms and its
+calibration. Target: ≥ 95% of test queries
 routed alike, and the two routers' recall and cost points within noise (a paired bootstrap
 of the recall difference).
 
@@ -65,11 +67,23 @@ def _label(dataset: str, p: Any, limit: int | None) -> tuple[list[Any], float]:
     return out, time.perf_counter() - t0
 
 
-def _median_costs(labels: list[Any]) -> dict[str, float]:
-    """A third pricing, measured here only (not a `kway.cost`): each base retriever's (and
-    the embedding's) median measured ms over the file, the same for every query."""
-    keys = sorted({k for lab in labels for k in lab.ms})
-    return {k: float(np.median([lab.ms[k] for lab in labels if k in lab.ms])) for k in keys}
+def _median_costs(labels: list[Any], attr: str = "ms") -> dict[str, float]:
+    """A pricing measured here only (not a `kway.cost`): each base retriever's (and the
+    embedding's) median ms over the file (wall `ms` or `cpu_ms`), the same for every
+    query."""
+    per = [getattr(lab, attr) for lab in labels]
+    keys = sorted({k for d in per for k in d})
+    return {k: float(np.median([d[k] for d in per if k in d])) for k in keys}
+
+
+# each pricing: (kway.cost it is evaluated as, the per-file prices it takes, if any)
+PRICINGS = {
+    "measured": ("measured", None),
+    "median": ("calibrated", "ms"),
+    "calibrated": ("calibrated", None),
+    "cpu": ("cpu", None),
+    "cpu_median": ("calibrated", "cpu_ms"),
+}
 
 
 def _router(labels: list[Any], mode: str, dataset: str, p: Any, x: np.ndarray) -> dict[str, Any]:
@@ -82,12 +96,13 @@ def _router(labels: list[Any], mode: str, dataset: str, p: Any, x: np.ndarray) -
     rp = p.routed()
     table = strategy_table(rp.strategies)
     priced = []
-    prices = _median_costs(labels) if mode == "median" else {}
+    cost, median_of = PRICINGS[mode]
+    prices = _median_costs(labels, median_of) if median_of else None
     for lab in labels:
         one = replace(lab, outcomes={}, suitable=[])
-        if mode != "calibrated":
-            one.cost_ms = prices  # median: one price per retriever; measured: its own ms
-        evaluate_outcomes(one, table, rp.rrf_k)
+        if prices is not None:
+            one.cost_ms = prices  # one price per retriever
+        evaluate_outcomes(one, table, rp.rrf_k, cost)
         priced.append(one)
     m = outcome_matrix(priced, table)
     split = np.array([lab.split for lab in labels])
@@ -171,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     qv = get_encoder().encode(questions)
     x = KwayFeatures(args.dataset, GRAPHS, p.features)(questions, qv)
     modes: dict[str, Any] = {}
-    for mode in ("measured", "median", "calibrated"):
+    for mode in PRICINGS:
         r = {s: _router(runs[s]["labels"], mode, args.dataset, p, x) for s in runs}
         agree = float((r["quiet"]["choice"] == r["loaded"]["choice"]).mean())
         modes[mode] = {
@@ -200,6 +215,9 @@ def main(argv: list[str] | None = None) -> int:
     result["label_seconds"] = {s: round(runs[s]["seconds"], 1) for s in runs}
     result["loadavg_before"] = {s: runs[s]["loadavg_before"] for s in runs}
     result["calibrated_ms"] = {s: runs[s]["labels"][0].cost_ms for s in runs}
+    result["median_ms"] = {
+        s: {a: _median_costs(runs[s]["labels"], a) for a in ("ms", "cpu_ms")} for s in runs
+    }
     result["modes"] = modes
     result["target_agreement"] = TARGET_AGREEMENT
     finish(result, args.out)

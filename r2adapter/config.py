@@ -550,8 +550,8 @@ class KwayParams:
             _need(int(k) <= self.depth, f"kway.strategies: {s!r} exceeds kway.depth {self.depth}")
         _need(len(set(self.strategies)) == len(self.strategies), "kway.strategies repeat")
         _need(
-            self.cost in ("measured", "calibrated"),
-            f"kway.cost: {self.cost!r} is not measured or calibrated",
+            self.cost in ("measured", "cpu", "calibrated"),
+            f"kway.cost: {self.cost!r} is not measured, cpu or calibrated",
         )
         _need(
             self.calibration_queries >= 1 and self.calibration_repeats >= 1,

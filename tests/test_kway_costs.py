@@ -93,7 +93,7 @@ def test_calibrated_costs_price_the_strategies_and_round_trip(tmp_path: Path) ->
     p = kway_params(strategies=("dense@1", "graph@1"), route=(), cost="calibrated")
     table = strategy_table(p.strategies)
     lab = _label({"embed": 1.0, "dense": 2.0, "graph": 9.0})
-    evaluate_outcomes(lab, table, p.rrf_k)
+    evaluate_outcomes(lab, table, p.rrf_k, p.cost)
     assert lab.outcomes["graph@1"].ms == pytest.approx(10.0)  # embed + graph, calibrated
     path = tmp_path / "x.strategies.jsonl"
     export_strategy_labels(path, [lab], table)
@@ -120,3 +120,25 @@ def test_a_file_without_calibration_asks_for_a_relabel(tmp_path: Path) -> None:
 def test_an_unknown_cost_is_refused() -> None:
     with pytest.raises(R2AError, match="kway.cost"):
         kway_params(cost="cheapest").check()
+
+
+def test_cpu_costs_price_the_strategies_and_an_older_file_asks_for_a_relabel(
+    tmp_path: Path,
+) -> None:
+    p = kway_params(strategies=("dense@1", "graph@1"), route=(), cost="cpu")
+    table = strategy_table(p.strategies)
+    lab = _label({})
+    lab.cpu_ms = {"embed": 0.5, "dense": 0.8, "graph": 30.0}
+    evaluate_outcomes(lab, table, p.rrf_k, p.cost)
+    assert lab.outcomes["graph@1"].ms == pytest.approx(30.5)  # embed + graph, CPU
+    path = tmp_path / "x.strategies.jsonl"
+    export_strategy_labels(path, [lab], table)
+    back = read_strategy_labels("x", p, path)
+    assert back[0].cpu_ms == lab.cpu_ms and back[0].outcomes["dense@1"].ms == 1.3
+    wall = read_strategy_labels("x", kway_params(strategies=p.strategies, route=()), path)
+    assert wall[0].outcomes["graph@1"].ms == pytest.approx(51.0)  # the wall clock's
+    lab.cpu_ms = {}  # a file from before CPU times were recorded
+    export_strategy_labels(path, [lab], table)
+    with pytest.raises(R2AError) as e:
+        read_strategy_labels("x", p, path)
+    assert "r2a label --dataset x" in str(e.value) and "\n" not in str(e.value)

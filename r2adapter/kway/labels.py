@@ -32,6 +32,7 @@ from r2adapter.kway.strategies import (
     strategy_table,
 )
 from r2adapter.label.jsonl import read_label_lines, write_label_lines
+from r2adapter.store.cpu_time import CpuMeter
 
 FORMAT = 1  # bumped when a record's fields change: an older file asks for a relabel
 
@@ -59,11 +60,19 @@ class StrategyLabel:
     rankings: dict[str, list[str]]
     ms: dict[str, float]  # "embed" and each base retriever, timed once for this query
     tokens: dict[str, int]  # passage id → tokens, for every ranked passage
+    # the same steps' CPU milliseconds, this process's plus the database backend's
+    # (r2adapter/store/cpu_time.py); empty in a file from before they were recorded
+    cpu_ms: dict[str, float] = field(default_factory=dict)
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     suitable: list[str] = field(default_factory=list)
     # kway.cost calibrated: "embed" and each base retriever's calibrated ms (the same for
     # every query of the file); empty: the strategies cost their measured `ms`
     cost_ms: dict[str, float] = field(default_factory=dict)
+
+    def prices(self, cost: str) -> dict[str, float]:
+        """Each step's ms as `kway.cost` prices it: wall (`measured`), CPU (`cpu`), or the
+        calibration pass's (`calibrated`)."""
+        return {"measured": self.ms, "cpu": self.cpu_ms, "calibrated": self.cost_ms}[cost]
 
     def to_json(self, table: Sequence[Strategy]) -> dict[str, Any]:
         calibrated = {"cost_ms": self.cost_ms} if self.cost_ms else {}
@@ -76,6 +85,7 @@ class StrategyLabel:
             "gold": self.gold,
             "rankings": self.rankings,
             "ms": self.ms,
+            **({"cpu_ms": self.cpu_ms} if self.cpu_ms else {}),
             "tokens": self.tokens,
             "strategies": {
                 s.name: {
@@ -93,8 +103,11 @@ class StrategyLabel:
         }
 
 
-def evaluate_outcomes(lab: StrategyLabel, table: Sequence[Strategy], rrf_k: int) -> None:
-    """Fill each strategy's outcome and the suitable set (best recall reached, ties all)."""
+def evaluate_outcomes(
+    lab: StrategyLabel, table: Sequence[Strategy], rrf_k: int, cost: str = "measured"
+) -> None:
+    """Fill each strategy's outcome (its ms priced by `cost`, `kway.cost`) and the suitable
+    set (best recall reached, ties all)."""
     for s in table:
         missing = [b for b in s.bases if b not in lab.rankings]
         if missing:
@@ -108,7 +121,7 @@ def evaluate_outcomes(lab: StrategyLabel, table: Sequence[Strategy], rrf_k: int)
             recall_at_k(got, lab.gold, s.k),
             full_chain(got, lab.gold, s.k),
             int(sum(lab.tokens.get(p, 0) for p in got)),
-            strategy_ms(s, lab.cost_ms or lab.ms),
+            strategy_ms(s, lab.prices(cost)),
         )
     best = max(o.recall for o in lab.outcomes.values())
     lab.suitable = [s.name for s in table if lab.outcomes[s.name].recall >= best - 1e-9]
@@ -164,7 +177,7 @@ def rank_strategies(
         r.retrieve(queries[0].question, p.depth)
     out = []
     for q in tqdm(queries, desc="label: strategies", unit="query"):
-        ms, rankings = _time_query(q.question, enc, retrievers, rewriter, p.depth)
+        ms, rankings, cpu = _time_query(q.question, enc, retrievers, rewriter, p.depth)
         ranked = {pid for ids in rankings.values() for pid in ids}
         lab = StrategyLabel(
             q.id,
@@ -175,6 +188,7 @@ def rank_strategies(
             rankings,
             ms,
             {pid: tokens.get(pid, 0) for pid in sorted(ranked)},
+            cpu,
         )
         out.append(lab)
     if p.cost == "calibrated":
@@ -182,32 +196,44 @@ def rank_strategies(
         for lab in out:
             lab.cost_ms = cost
     for lab in out:
-        evaluate_outcomes(lab, table, p.rrf_k)
+        evaluate_outcomes(lab, table, p.rrf_k, p.cost)
     return out
 
 
 def _time_query(
     question: str, enc: Any, retrievers: dict[str, Any], rewriter: Any, depth: int,
     order: Sequence[str] | None = None,
-) -> tuple[dict[str, float], dict[str, list[str]]]:  # fmt: skip
+) -> tuple[dict[str, float], dict[str, list[str]], dict[str, float]]:  # fmt: skip
     """One query as a service runs it: its embedding, then each base retriever (`order`,
-    default the table's) on it, each timed; the rankings."""
-    t = time.perf_counter()
-    v = enc.encode([question])[0]
-    ms = {"embed": (time.perf_counter() - t) * 1000}
+    default the table's) on it, each timed on the wall clock and in CPU time (this
+    process's and the database backend's); (wall ms, rankings, CPU ms)."""
+    with CpuMeter() as m:
+        t = time.perf_counter()
+        v = enc.encode([question])[0]
+        ms = {"embed": (time.perf_counter() - t) * 1000}
+    cpu = {"embed": m.ms}
     rankings = {}
     for name in order or list(retrievers):
-        t = time.perf_counter()
-        text = question
-        if split_rewritten(name)[1] and rewriter is not None:
-            # as the adapter serves it: rewrite, then retrieve q′ on q's embedding (its
-            # triplets seed the walk)
-            res = rewriter.rewrite(question)
-            if res.rewritten_ok:
-                text = res.rewritten
-        rankings[name] = [h.passage_id for h in retrievers[name].retrieve(text, depth, qvec=v)]
-        ms[name] = (time.perf_counter() - t) * 1000
-    return ms, rankings
+        with CpuMeter() as m:
+            t = time.perf_counter()
+            rankings[name] = _retrieve(name, question, v, retrievers, rewriter, depth)
+            ms[name] = (time.perf_counter() - t) * 1000
+        cpu[name] = m.ms
+    return ms, rankings, {k: round(v, 3) for k, v in cpu.items()}
+
+
+def _retrieve(
+    name: str, question: str, v: np.ndarray, retrievers: dict[str, Any], rewriter: Any,
+    depth: int,
+) -> list[str]:  # fmt: skip
+    """One base retriever's ranking, as the adapter serves it: a rewriting one rewrites, then
+    retrieves q′ on q's embedding (its triplets seed the walk)."""
+    text = question
+    if split_rewritten(name)[1] and rewriter is not None:
+        res = rewriter.rewrite(question)
+        if res.rewritten_ok:
+            text = res.rewritten
+    return [h.passage_id for h in retrievers[name].retrieve(text, depth, qvec=v)]
 
 
 def calibrate_costs(
@@ -235,7 +261,7 @@ def calibrate_costs(
             for i, question in enumerate(picked):
                 shift = (rep + i) % len(names)
                 order = names[shift:] + names[:shift]
-                ms, _ = _time_query(question, enc, retrievers, rewriter, p.depth, order)
+                ms, _, _ = _time_query(question, enc, retrievers, rewriter, p.depth, order)
                 for k, v in ms.items():
                     best[k][i] = min(best[k][i], v)
                 bar.update(1)
@@ -282,7 +308,13 @@ def read_strategy_labels(
                     f" in params.yaml): {relabel}"
                 )
             lab.cost_ms = {k: float(v) for k, v in raw["cost_ms"].items()}
-        evaluate_outcomes(lab, table, p.rrf_k)
+        lab.cpu_ms = {k: float(v) for k, v in raw.get("cpu_ms", {}).items()}
+        if p.cost == "cpu" and not lab.cpu_ms:
+            raise R2AError(
+                f"{path}: strategy labels without CPU times (kway.cost: cpu in params.yaml;"
+                f" a file from before they were recorded): {relabel}"
+            )
+        evaluate_outcomes(lab, table, p.rrf_k, p.cost)
         out.append(lab)
     return out
 

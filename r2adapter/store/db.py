@@ -18,6 +18,7 @@ from psycopg_pool import ConnectionPool
 
 from r2adapter.config import settings
 from r2adapter.errors import DatabaseError
+from r2adapter.store.cpu_time import metered_backend
 
 _pool: ConnectionPool | None = None
 _pool_url: str | None = None
@@ -163,8 +164,8 @@ def connection() -> Iterator[psycopg.Connection]:
             "run `r2a db up` or set R2A_DATABASE_URL"
         )
     try:
-        with pool().connection() as conn:
-            yield conn
+        with pool().connection() as conn, metered_backend(conn.info.backend_pid):
+            yield conn  # a CpuMeter active around the block counts the backend's CPU time
     except psycopg.OperationalError as e:
         detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if not _alive(conn_error=e):
