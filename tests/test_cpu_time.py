@@ -69,6 +69,7 @@ def test_another_process_cpu_joins_the_meter_and_an_unreadable_one_counts_its_wa
         pass
 
 
+@pytest.mark.integration  # the embedded Postgres
 def test_a_database_query_counts_the_backend_cpu(pg_env: dict[str, str]) -> None:
     from r2adapter.store.db import connection
 
