@@ -4,13 +4,14 @@ router on each label set (same seed, same features, same splits) and compare the
 routers' choices on the test split, for each way of costing a strategy (params.yaml
 `kway.cost`): `measured`, each query's ms timed once while labelling; `cpu`, the same
 steps' CPU ms (this process's and the database backend's, r2adapter/store/cpu_time.py);
-and `calibrated`, each base retriever's cost from the calibration pass after the labels
-(r2adapter/kway/labels.py `calibrate_costs`); and, measured here only, `median` and
-`cpu_median`, each base retriever's median wall or CPU ms over the file (one price per
-retriever). One labelling pass yields all five: its per-query wall and CPU ms and its
-calibration. Target: ≥ 95% of test queries
-routed alike, and the two routers' recall and cost points within noise (a paired bootstrap
-of the recall difference).
+`calibrated`, each base retriever's cost from the calibration pass after the labels
+(r2adapter/kway/labels.py `calibrate_costs`); and `cpu_median`, each base retriever's
+median CPU ms over the file (one price per retriever); and, measured here only, `median`,
+the same with wall ms. Labelling runs on one thread (r2adapter/store/cpu_time.py
+`one_thread`), as `r2a label` does. One labelling pass yields all five: its per-query
+wall and CPU ms and its calibration. Target: ≥ 95% of test queries routed alike, and
+the two routers' recall and cost points within noise (a paired bootstrap of the recall
+difference).
 
     .venv/bin/python benchmarks/bench_label_load.py                 # 2wikimultihopqa
     .venv/bin/python benchmarks/bench_label_load.py --quick         # 200 queries, 20 calibrated
@@ -82,28 +83,28 @@ PRICINGS = {
     "median": ("calibrated", "ms"),
     "calibrated": ("calibrated", None),
     "cpu": ("cpu", None),
-    "cpu_median": ("calibrated", "cpu_ms"),
+    "cpu_median": ("cpu_median", None),
 }
 
 
 def _router(labels: list[Any], mode: str, dataset: str, p: Any, x: np.ndarray) -> dict[str, Any]:
     """The k-way router trained on these labels priced by `mode`; its test choices."""
     from r2adapter.kway.cascade import Costs, choose
-    from r2adapter.kway.labels import evaluate_outcomes, outcome_matrix
+    from r2adapter.kway.labels import evaluate_outcomes, median_cpu_prices, outcome_matrix
     from r2adapter.kway.model import fit_kway
     from r2adapter.kway.strategies import strategy_table
 
     rp = p.routed()
     table = strategy_table(rp.strategies)
-    priced = []
     cost, median_of = PRICINGS[mode]
     prices = _median_costs(labels, median_of) if median_of else None
-    for lab in labels:
-        one = replace(lab, outcomes={}, suitable=[])
+    priced = [replace(lab, outcomes={}, suitable=[]) for lab in labels]
+    if cost == "cpu_median":
+        median_cpu_prices(priced)
+    for one in priced:
         if prices is not None:
             one.cost_ms = prices  # one price per retriever
         evaluate_outcomes(one, table, rp.rrf_k, cost)
-        priced.append(one)
     m = outcome_matrix(priced, table)
     split = np.array([lab.split for lab in labels])
     tr, va, te = (np.where(split == s)[0] for s in ("train", "val", "test"))

@@ -448,6 +448,7 @@ KWAY_FEATURES = ("query_embedding", "title_cover", "dense_scores", "question_sha
 
 
 TRANSFERS = ("plugin", "shift")  # kway.transfer
+COSTS = ("measured", "cpu", "calibrated", "cpu_median")  # kway.cost
 
 
 @dataclass(frozen=True)
@@ -522,16 +523,18 @@ class KwayParams:
     # the heads read the query embedding as the encoder gives it (unit norm, as r2a_embed's
     # head does) and standardise only the other features; true standardises it too
     standardize_embedding: bool = False
-    # what a strategy costs the router: `measured`, each query's milliseconds as timed once
-    # while labelling (they carry the machine's load at that moment); `calibrated`, each
-    # base retriever's cost from a calibration pass after the labels (calibration_queries
-    # queries spread over the file, each retriever timed calibration_repeats times in
-    # rotating order, the minimum per query, the median over queries): one figure per
-    # retriever, the same for every query. Measured on 2Wiki, quiet against both cores busy
-    # (benchmarks/bench_label_load.py): measured gave the same router (100% of test choices
-    # alike), calibrated did not (53%: the minimum sheds the load from the Postgres round
-    # trip but not from the graph walk, so the strategies' ratios move)
-    cost: str = "measured"
+    # what a strategy costs the router (COSTS): `measured`, each query's milliseconds as
+    # timed once while labelling (they carry the machine's load at that moment); `cpu`,
+    # the same steps' CPU ms (this process's and the database backend's,
+    # r2adapter/store/cpu_time.py); `calibrated`, each base retriever's cost from a
+    # calibration pass after the labels (calibration_queries queries spread over the file,
+    # each retriever timed calibration_repeats times in rotating order, the minimum per
+    # query, the median over queries); `cpu_median`, each base step's median CPU ms over
+    # the file, one price per step for every query. Labelling runs on one thread. Only
+    # cpu_median held on 2Wiki, quiet against both cores busy (benchmarks/
+    # bench_label_load.py, 3 runs, steady and bursty load): 100% of test choices alike,
+    # where measured gave 87%, calibrated 64-77%, cpu 77% (docs/routing.md)
+    cost: str = "cpu_median"
     calibration_queries: int = 60
     calibration_repeats: int = 5
 
@@ -550,8 +553,8 @@ class KwayParams:
             _need(int(k) <= self.depth, f"kway.strategies: {s!r} exceeds kway.depth {self.depth}")
         _need(len(set(self.strategies)) == len(self.strategies), "kway.strategies repeat")
         _need(
-            self.cost in ("measured", "cpu", "calibrated"),
-            f"kway.cost: {self.cost!r} is not measured, cpu or calibrated",
+            self.cost in COSTS,
+            f"kway.cost: {self.cost!r} is not one of {', '.join(COSTS)}",
         )
         _need(
             self.calibration_queries >= 1 and self.calibration_repeats >= 1,

@@ -1066,6 +1066,10 @@ def kway(page: Page) -> None:
     for rel, title in (
         ("benchmarks/results/label_load.json", "Costs under a steady load"),
         ("benchmarks/results/label_load_bursts.json", "Costs under a bursty load"),
+        (
+            "benchmarks/results/label_load_steady2.json",
+            "Costs under a steady load, a second run (one thread set by OMP_NUM_THREADS=1)",
+        ),
     ):
         page.section(3, title, rel, load_runs)
 

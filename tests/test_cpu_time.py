@@ -1,6 +1,6 @@
 """CPU time as a strategy's cost (`kway.cost: cpu`, r2adapter/store/cpu_time.py): the meter
 counts work, not waiting; a database backend's CPU time joins it where it can be read, and
-its wall time stands in where it cannot."""
+its wall time stands in where it cannot; labelling pins the numeric pools to one thread."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from r2adapter.store.cpu_time import CpuMeter, backend_cpu_ns, metered_backend
+from r2adapter.store.cpu_time import CpuMeter, backend_cpu_ns, metered_backend, one_thread
 
 SPIN_THEN_SLEEP = """
 import time
@@ -79,3 +79,15 @@ def test_a_database_query_counts_the_backend_cpu(pg_env: dict[str, str]) -> None
     assert not m.wall_db
     assert m.db_ms > 20.0  # the server counted two million rows, not this process
     assert m.db_ms > m.process_ns / 1e6
+
+
+@pytest.mark.unit
+def test_one_thread_pins_the_pools_and_restores_them() -> None:
+    import torch
+    from threadpoolctl import threadpool_info
+
+    before = torch.get_num_threads()
+    with one_thread():
+        assert torch.get_num_threads() == 1
+        assert all(pool["num_threads"] == 1 for pool in threadpool_info())
+    assert torch.get_num_threads() == before

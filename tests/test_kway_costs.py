@@ -99,7 +99,9 @@ def test_calibrated_costs_price_the_strategies_and_round_trip(tmp_path: Path) ->
     export_strategy_labels(path, [lab], table)
     back = read_strategy_labels("x", p, path)
     assert back[0].cost_ms == lab.cost_ms and back[0].outcomes["graph@1"].ms == 10.0
-    measured = read_strategy_labels("x", kway_params(strategies=p.strategies, route=()), path)
+    measured = read_strategy_labels(
+        "x", kway_params(strategies=p.strategies, route=(), cost="measured"), path
+    )
     assert measured[0].outcomes["graph@1"].ms == pytest.approx(51.0)  # the one timing
 
 
@@ -135,10 +137,41 @@ def test_cpu_costs_price_the_strategies_and_an_older_file_asks_for_a_relabel(
     export_strategy_labels(path, [lab], table)
     back = read_strategy_labels("x", p, path)
     assert back[0].cpu_ms == lab.cpu_ms and back[0].outcomes["dense@1"].ms == 1.3
-    wall = read_strategy_labels("x", kway_params(strategies=p.strategies, route=()), path)
+    wall = read_strategy_labels(
+        "x", kway_params(strategies=p.strategies, route=(), cost="measured"), path
+    )
     assert wall[0].outcomes["graph@1"].ms == pytest.approx(51.0)  # the wall clock's
     lab.cpu_ms = {}  # a file from before CPU times were recorded
     export_strategy_labels(path, [lab], table)
     with pytest.raises(R2AError) as e:
         read_strategy_labels("x", p, path)
     assert "r2a label --dataset x" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_cpu_median_prices_every_query_at_the_files_median_cpu(tmp_path: Path) -> None:
+    p = kway_params(strategies=("dense@1", "graph@1"), route=(), cost="cpu_median")
+    table = strategy_table(p.strategies)
+    labs = []
+    for i, graph_cpu in enumerate([20.0, 30.0, 90.0]):  # one query disturbed: 90 ms
+        lab = _label({})
+        lab.query_id = f"q{i}"
+        lab.cpu_ms = {"embed": 1.0, "dense": 2.0 + i, "graph": graph_cpu}
+        evaluate_outcomes(lab, table, p.rrf_k, "cpu")
+        labs.append(lab)
+    path = tmp_path / "x.strategies.jsonl"
+    export_strategy_labels(path, labs, table)
+    back = read_strategy_labels("x", p, path)
+    # every query: embed 1 + the median graph 30 (not its own 20 or 90), dense 1 + 3
+    assert [b.outcomes["graph@1"].ms for b in back] == [31.0, 31.0, 31.0]
+    assert [b.outcomes["dense@1"].ms for b in back] == [4.0, 4.0, 4.0]
+    assert "median_cpu_ms" not in path.read_text()  # not stored: the cpu_ms give it again
+    own = read_strategy_labels(
+        "x", kway_params(strategies=p.strategies, route=(), cost="cpu"), path
+    )
+    assert [b.outcomes["graph@1"].ms for b in own] == [21.0, 31.0, 91.0]
+    for lab in labs:
+        lab.cpu_ms = {}
+    export_strategy_labels(path, labs, table)
+    with pytest.raises(R2AError, match="kway.cost: cpu_median") as e:
+        read_strategy_labels("x", p, path)
+    assert "\n" not in str(e.value)

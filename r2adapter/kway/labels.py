@@ -32,7 +32,7 @@ from r2adapter.kway.strategies import (
     strategy_table,
 )
 from r2adapter.label.jsonl import read_label_lines, write_label_lines
-from r2adapter.store.cpu_time import CpuMeter
+from r2adapter.store.cpu_time import CpuMeter, one_thread
 
 FORMAT = 1  # bumped when a record's fields change: an older file asks for a relabel
 
@@ -68,11 +68,19 @@ class StrategyLabel:
     # kway.cost calibrated: "embed" and each base retriever's calibrated ms (the same for
     # every query of the file); empty: the strategies cost their measured `ms`
     cost_ms: dict[str, float] = field(default_factory=dict)
+    # kway.cost cpu_median: each step's median CPU ms over the file (`median_cpu_prices`),
+    # the same for every query; not stored (the file's cpu_ms give it again)
+    median_cpu_ms: dict[str, float] = field(default_factory=dict)
 
     def prices(self, cost: str) -> dict[str, float]:
-        """Each step's ms as `kway.cost` prices it: wall (`measured`), CPU (`cpu`), or the
-        calibration pass's (`calibrated`)."""
-        return {"measured": self.ms, "cpu": self.cpu_ms, "calibrated": self.cost_ms}[cost]
+        """Each step's ms as `kway.cost` prices it: wall (`measured`), CPU (`cpu`), the
+        calibration pass's (`calibrated`) or the file's median CPU ms (`cpu_median`)."""
+        return {
+            "measured": self.ms,
+            "cpu": self.cpu_ms,
+            "calibrated": self.cost_ms,
+            "cpu_median": self.median_cpu_ms,
+        }[cost]
 
     def to_json(self, table: Sequence[Strategy]) -> dict[str, Any]:
         calibrated = {"cost_ms": self.cost_ms} if self.cost_ms else {}
@@ -101,6 +109,19 @@ class StrategyLabel:
             "suitable": self.suitable,
             **calibrated,
         }
+
+
+def median_cpu_prices(labels: Sequence[StrategyLabel]) -> None:
+    """kway.cost cpu_median: give every label each step's median CPU ms over `labels` (one
+    corpus's file). A query's own CPU ms still vary by a few per cent from run to run, and
+    the threshold search moves on that; the median over hundreds of queries does not."""
+    keys = sorted({k for lab in labels for k in lab.cpu_ms})
+    med = {
+        k: round(float(np.median([lab.cpu_ms[k] for lab in labels if k in lab.cpu_ms])), 3)
+        for k in keys
+    }
+    for lab in labels:
+        lab.median_cpu_ms = med
 
 
 def evaluate_outcomes(
@@ -147,20 +168,34 @@ def rank_strategies(
     dataset: str, p: KwayParams | None = None, limit: int | None = None
 ) -> list[StrategyLabel]:
     """Every base retriever of the table run once per query (to `p.depth`), timed, as a
-    service would run it: one query at a time, on the query embedding computed first
-    (`limit`: the first that many queries only, for a quick look)."""
-    from r2adapter.data.splits import split_of
+    service worker would run it: one query at a time, on one thread, on the query
+    embedding computed first (`limit`: the first that many queries only, for a quick
+    look)."""
     from r2adapter.evaluate.retrieval import stored_queries
-    from r2adapter.index.encoder import get_encoder
-    from r2adapter.retrieve.strategies import make_retriever
     from r2adapter.store.graph_store import require_version
 
     p = p or kway_params()
-    table = strategy_table(p.strategies)
     require_version(dataset)
     queries = stored_queries(dataset, complete_only=True)[:limit]
     if not queries:
         raise R2AError(f"dataset '{dataset}' has no queries with complete gold to label")
+    with one_thread():  # as one serving worker runs, and CPU times that hold under load
+        out = _rank(dataset, queries, p)
+    if p.cost == "cpu_median":
+        median_cpu_prices(out)
+    for lab in out:
+        evaluate_outcomes(lab, strategy_table(p.strategies), p.rrf_k, p.cost)
+    return out
+
+
+def _rank(dataset: str, queries: Sequence[Any], p: KwayParams) -> list[StrategyLabel]:
+    """`rank_strategies`' timed pass (and the calibration pass, under kway.cost calibrated);
+    the outcomes are left to the caller."""
+    from r2adapter.data.splits import split_of
+    from r2adapter.index.encoder import get_encoder
+    from r2adapter.retrieve.strategies import make_retriever
+
+    table = strategy_table(p.strategies)
     enc = get_encoder()
     bases = base_retrievers(table)
     retrievers = {r: make_retriever(split_rewritten(r)[0], dataset, enc) for r in bases}
@@ -195,8 +230,6 @@ def rank_strategies(
         cost = calibrate_costs([q.question for q in queries], enc, retrievers, p)
         for lab in out:
             lab.cost_ms = cost
-    for lab in out:
-        evaluate_outcomes(lab, table, p.rrf_k, p.cost)
     return out
 
 
@@ -309,13 +342,16 @@ def read_strategy_labels(
                 )
             lab.cost_ms = {k: float(v) for k, v in raw["cost_ms"].items()}
         lab.cpu_ms = {k: float(v) for k, v in raw.get("cpu_ms", {}).items()}
-        if p.cost == "cpu" and not lab.cpu_ms:
+        if p.cost in ("cpu", "cpu_median") and not lab.cpu_ms:
             raise R2AError(
-                f"{path}: strategy labels without CPU times (kway.cost: cpu in params.yaml;"
-                f" a file from before they were recorded): {relabel}"
+                f"{path}: strategy labels without CPU times (kway.cost: {p.cost} in"
+                f" params.yaml; a file from before they were recorded): {relabel}"
             )
-        evaluate_outcomes(lab, table, p.rrf_k, p.cost)
         out.append(lab)
+    if p.cost == "cpu_median":
+        median_cpu_prices(out)
+    for lab in out:
+        evaluate_outcomes(lab, table, p.rrf_k, p.cost)
     return out
 
 
