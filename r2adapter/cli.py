@@ -720,7 +720,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="the k-way report: every router and strategy on the quality-cost plane, 5-fold "
         "out of fold (cv5), on the frozen test split, on all queries of a corpus the "
         "routers were not trained on (label-free calibration), or leave-one-corpus-out "
-        "(loco: kway trained on the other labelled corpora, transferred label-free)",
+        "(loco: trained on the other labelled corpora, transferred label-free; kway is the "
+        "quality point, kway.quality_route, and kway_served the served one, kway.route)",
     )
     eo.add_argument(
         "--budget",

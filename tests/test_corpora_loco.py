@@ -60,30 +60,41 @@ def test_a_corpus_without_gold_is_one_line_and_costs() -> None:
     assert lines[0].startswith("logs: no gold") and "graph 9.5 ms" in lines[1]
 
 
-def test_the_quality_row_is_compared_under_its_own_key() -> None:
+def test_the_served_row_is_compared_under_its_own_key() -> None:
     table = [SimpleNamespace(name=n) for n in ("dense@5", "graph@5")]
     m = {"recall": np.array([[0.0, 1.0], [1.0, 1.0]])}
     routers = {
         "always_dense@5": {"recall": 0.5, "mean_ms": 5.0, "mean_passages": 5.0},
         "always_graph@5": {"recall": 1.0, "mean_ms": 10.0, "mean_passages": 5.0},
-        "kway_quality": {"recall": 1.0, "mean_ms": 7.5, "mean_passages": 5.0},
+        "kway_served": {"recall": 1.0, "mean_ms": 7.5, "mean_passages": 5.0},
     }
-    out = loco.best_fixed_comparison(np.array([1, 0]), m, table, routers, "kway_quality")
-    assert list(out) == ["best_fixed_quality"]
-    assert out["best_fixed_quality"]["strategy"] == "graph@5"
-    assert out["best_fixed_quality"]["ms_ratio"] == pytest.approx(0.75)
+    out = loco.best_fixed_comparison(np.array([1, 0]), m, table, routers, "kway_served")
+    assert list(out) == ["best_fixed_served"]
+    assert out["best_fixed_served"]["strategy"] == "graph@5"
+    assert out["best_fixed_served"]["ms_ratio"] == pytest.approx(0.75)
 
 
 def test_the_margin_is_the_smallest_that_met_every_nested_transfer() -> None:
-    def row(margin: float, met: bool) -> dict[str, object]:
-        return {"margin": margin, "met": met}
+    def row(margin: float, met: bool, recall: float = 0.5) -> dict[str, object]:
+        return {"margin": margin, "met": met, "recall": recall, "best_fixed_recall": 0.5}
 
     rows = [row(0.0, False), row(0.0, True), row(0.1, True), row(0.1, False)]
     rows += [row(0.2, True), row(0.2, True), row(0.3, True), row(0.3, True)]
     assert loco.pick_margin(rows, [0.3, 0.0, 0.2, 0.1]) == 0.2
-    # no margin met every transfer, or none was scored: no margin
-    assert loco.pick_margin(rows[:4], [0.0, 0.1]) == 0.0
-    assert loco.pick_margin([], [0.0, 0.1]) == 0.0
+    assert loco.pick_margin([], [0.0, 0.1]) == 0.0  # nothing scored: no margin
+
+
+def test_without_a_margin_that_met_every_transfer_the_best_supported_one() -> None:
+    def row(margin: float, met: bool, recall: float) -> dict[str, object]:
+        return {"margin": margin, "met": met, "recall": recall, "best_fixed_recall": 0.6}
+
+    # one pair never meets the target; the other meets it from 0.1 on
+    rows = [row(0.0, False, 0.55), row(0.0, False, 0.58), row(0.1, False, 0.58)]
+    rows += [row(0.1, True, 0.6), row(0.2, False, 0.58), row(0.2, True, 0.6)]
+    assert loco.pick_margin(rows, [0.0, 0.1, 0.2]) == 0.1  # most met, then the smallest
+    # none met anywhere: the least worst shortfall
+    worse = [row(0.0, False, 0.50), row(0.1, False, 0.57), row(0.2, False, 0.55)]
+    assert loco.pick_margin(worse, [0.0, 0.1, 0.2]) == 0.1
 
 
 def test_the_best_fixed_strategy_of_a_nested_transfer() -> None:
@@ -96,3 +107,25 @@ def test_the_best_fixed_strategy_of_a_nested_transfer() -> None:
     assert loco._best_fixed(m, 5.0) == 1
     # at 8 passages the third ties the second's recall and is cheaper
     assert loco._best_fixed(m, 8.0) == 2
+
+
+def test_the_headline_row_is_the_quality_point_and_the_served_one_follows() -> None:
+    from dataclasses import replace
+
+    from r2adapter.config import kway_params
+
+    every = kway_params(
+        strategies=("dense@5", "graph@5", "catrag+rw@5"),
+        route=("dense@5", "graph@5"),
+        budget=0.5,
+        quality_route=("dense@5", "catrag+rw@5"),
+        quality_budget=1.0,
+    )
+    (row, quality, margins), (row2, served, margins2) = loco.operating_points(every)
+    assert (row, row2) == ("kway", "kway_served")
+    assert quality.route == ("dense@5", "catrag+rw@5") and quality.budget == 1.0
+    assert margins == every.quality_margins and len(margins) > 1
+    assert served.route == ("dense@5", "graph@5") and served.budget == 0.5
+    assert margins2 == (0.0,)  # the served point transfers with no margin
+    alone = loco.operating_points(replace(every, quality_route=()))
+    assert [(r, p.route) for r, p, _ in alone] == [("kway", ("dense@5", "graph@5"))]

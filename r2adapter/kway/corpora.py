@@ -2,8 +2,9 @@
 
 For each corpus (every shipped one with strategy labels, or those named; a dataset folder
 works too): every fixed strategy (`always_<strategy>`, from its strategy labels), the k-way
-router left-one-corpus-out (trained on the other labelled corpora, transferred label-free:
-r2adapter/kway/loco.py) and the per-query oracle, each paired against the corpus's best
+router left-one-corpus-out at both operating points (`kway_loco` the quality point,
+`kway_served_loco` the served one; trained on the other labelled corpora, transferred
+label-free: r2adapter/kway/loco.py) and the per-query oracle, each paired against the corpus's best
 fixed strategy at no more passages (95% bootstrap intervals on the same queries). Saved as
 reports/corpora/all.{json,png}, a table on stdout.
 
@@ -81,7 +82,7 @@ def corpus_figures(dataset: str, budget: float | None = None) -> dict[str, Any]:
         "mean_passages": float(m["passages"][idx, oracle].mean()),
         "vs_best": paired_bootstrap(rec[idx, oracle], rec[:, best]),
     }
-    for row in ("kway", "kway_quality"):  # the served point and the quality point
+    for row in ("kway", "kway_served"):  # the quality point, the served point (loco.py)
         k = rep.get("routers", {}).get(row)
         if k is not None:
             bf = rep.get("paired", {}).get("best_fixed" + row[4:], {})
