@@ -727,7 +727,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--budget",
         type=float,
         default=None,
-        help="k-way cost budget in [0, 1] (default: kway.budget in params.yaml)",
+        help="k-way cost budget in [0, 1] (default: kway.budget in params.yaml; with "
+        "--protocol loco the served point's, kway_served)",
     )
     eo.add_argument(
         "--routers",

@@ -81,6 +81,8 @@ def test_the_margin_is_the_smallest_that_met_every_nested_transfer() -> None:
     rows = [row(0.0, False), row(0.0, True), row(0.1, True), row(0.1, False)]
     rows += [row(0.2, True), row(0.2, True), row(0.3, True), row(0.3, True)]
     assert loco.pick_margin(rows, [0.3, 0.0, 0.2, 0.1]) == 0.2
+    # no margin met every transfer: each met one, with no shortfall: the smallest
+    assert loco.pick_margin(rows[:4], [0.0, 0.1]) == 0.0
     assert loco.pick_margin([], [0.0, 0.1]) == 0.0  # nothing scored: no margin
 
 
@@ -121,11 +123,13 @@ def test_the_headline_row_is_the_quality_point_and_the_served_one_follows() -> N
         quality_route=("dense@5", "catrag+rw@5"),
         quality_budget=1.0,
     )
-    (row, quality, margins), (row2, served, margins2) = loco.operating_points(every)
-    assert (row, row2) == ("kway", "kway_served")
+    (row, point, quality, margins), (row2, point2, served, margins2) = loco.operating_points(every)
+    assert (row, row2, point, point2) == ("kway", "kway_served", "quality", "served")
     assert quality.route == ("dense@5", "catrag+rw@5") and quality.budget == 1.0
     assert margins == every.quality_margins and len(margins) > 1
     assert served.route == ("dense@5", "graph@5") and served.budget == 0.5
     assert margins2 == (0.0,)  # the served point transfers with no margin
     alone = loco.operating_points(replace(every, quality_route=()))
-    assert [(r, p.route) for r, p, _ in alone] == [("kway", ("dense@5", "graph@5"))]
+    assert [(r, pt, p.route) for r, pt, p, _ in alone] == [
+        ("kway", "served", ("dense@5", "graph@5"))
+    ]

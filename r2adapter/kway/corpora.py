@@ -4,9 +4,9 @@ For each corpus (every shipped one with strategy labels, or those named; a datas
 works too): every fixed strategy (`always_<strategy>`, from its strategy labels), the k-way
 router left-one-corpus-out at both operating points (`kway_loco` the quality point,
 `kway_served_loco` the served one; trained on the other labelled corpora, transferred
-label-free: r2adapter/kway/loco.py) and the per-query oracle, each paired against the corpus's best
-fixed strategy at no more passages (95% bootstrap intervals on the same queries). Saved as
-reports/corpora/all.{json,png}, a table on stdout.
+label-free: r2adapter/kway/loco.py) and the per-query oracle, each paired against the
+corpus's best fixed strategy at no more passages (95% bootstrap intervals on the same
+queries). Saved as reports/corpora/all.{json,png}, a table on stdout.
 
 A corpus whose questions carry no gold gets one line and cost figures only: each base
 retriever timed on its questions (no recall can be computed).

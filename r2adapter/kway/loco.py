@@ -151,8 +151,8 @@ def pick_margin(rows: Sequence[dict[str, Any]], margins: Sequence[float]) -> flo
     """The smallest margin that met the target on every nested transfer scored with it.
     When none did, the margin the nested transfers support best: the most transfers met,
     then the least worst recall shortfall against the best fixed strategy, then the smallest
-    margin (stop 38: it was 0, the least conservative, though the transfers had shown that
-    raising the thresholds helps). 0 when nothing was scored."""
+    margin (not 0, the least conservative, when the transfers show that raising the
+    thresholds helps). 0 when nothing was scored."""
     scored = {float(d): [r for r in rows if r["margin"] == d] for d in sorted(margins)}
     scored = {d: rs for d, rs in scored.items() if rs}
     if not scored:
@@ -169,14 +169,17 @@ def pick_margin(rows: Sequence[dict[str, Any]], margins: Sequence[float]) -> flo
     return max(scored, key=support)
 
 
-def operating_points(every: KwayParams) -> list[tuple[str, KwayParams, tuple[float, ...]]]:
-    """The report's k-way rows, each with its params and margin grid: `kway` the quality
+def operating_points(
+    every: KwayParams,
+) -> list[tuple[str, str, KwayParams, tuple[float, ...]]]:
+    """The report's k-way rows as (row, point, params, margin grid): `kway` the quality
     point (the one the target is about) and `kway_served` the served point, or `kway` the
     served point alone when params.yaml names no quality route."""
+    served = ("served", every, (0.0,))
     if not every.quality_route:
-        return [("kway", every, (0.0,))]
+        return [("kway", *served)]
     quality = replace(every, route=every.quality_route, budget=every.quality_budget)
-    return [("kway", quality, every.quality_margins), ("kway_served", every, (0.0,))]
+    return [("kway", "quality", quality, every.quality_margins), ("kway_served", *served)]
 
 
 def loco_report(
@@ -206,7 +209,7 @@ def loco_report(
     points: dict[str, Any] = {}
     choices: dict[str, np.ndarray] = {}
     runs = operating_points(every)
-    for row, pp, margins in runs:
+    for row, point, pp, margins in runs:
         p = pp.routed()
         cols = [names.index(s) for s in p.strategies]
         tk = [table[j] for j in cols]
@@ -218,7 +221,7 @@ def loco_report(
         routers[row] = router_figures(choice, _time_kway(kr, held.labels, held.qv), m, table)
         choices[row] = choice
         points[row] = {
-            "point": "served" if pp is every else "quality",
+            "point": point,
             "strategies": list(p.strategies),
             "budget": p.budget,
             "transfer_margin": margin,
@@ -242,10 +245,10 @@ def loco_report(
         "protocol": "loco",
         "n_queries": n,
         "trained_on": {c: len(data[c].labels) for c in train_on},
-        "point": "quality" if every.quality_route else "served",
-        "budget": runs[0][1].budget,
+        "point": runs[0][1],
+        "budget": runs[0][2].budget,
         "max_passages": every.max_passages,
-        "strategies": list(runs[0][1].routed().strategies),
+        "strategies": list(runs[0][2].routed().strategies),
         "labelled_strategies": list(every.strategies),
         "points": points,
         "routers": routers,
