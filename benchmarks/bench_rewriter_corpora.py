@@ -2,14 +2,16 @@
 
 For every corpus given, on its *train* split only (label.split's hash of the query id, the
 split every router trains on), graph@5 against graph+rw@5 under each setting of
-rewrite.min_confidence × rewrite.link_heads: Recall@5 and FCR@5 gains with paired 95%
-bootstrap intervals. The setting kept is the one whose worst corpus gain (the smaller of
-R@5's and FCR@5's) is highest over every corpus given (`choose`); the test split is never
-read here.
+rewrite.min_confidence × rewrite.link_heads × rewrite.seed_weight: Recall@5 and FCR@5
+gains with paired 95% bootstrap intervals. The setting kept is the one whose worst corpus
+gain (the smaller of R@5's and FCR@5's) is highest over every corpus given (`choose`); the
+test split is never read here.
 
     .venv/bin/python benchmarks/bench_rewriter_corpora.py \\
         --datasets 2wikimultihopqa,hotpotqa_dev,musique_dev \\
         --out benchmarks/results/rewriter_corpora.json
+    .venv/bin/python benchmarks/bench_rewriter_corpora.py --confidences 0.5,0.7 \
+        --links 1 --weights 1,0.5,0.25 --out benchmarks/results/rewriter_seed_weight.json
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +41,13 @@ def _run(retriever: Any, enc: Any, texts: list[str], questions: list[str]) -> li
     ]
 
 
-def corpus(dataset: str, confidences: list[float], split: str) -> dict[str, Any]:
+def corpus(
+    dataset: str,
+    confidences: list[float],
+    split: str,
+    links: Sequence[bool] = (False, True),
+    weights: Sequence[float] = (1.0,),
+) -> dict[str, Any]:
     from r2adapter.data.splits import split_of
     from r2adapter.evaluate.retrieval import stored_queries
     from r2adapter.index.encoder import get_encoder
@@ -60,19 +69,21 @@ def corpus(dataset: str, confidences: list[float], split: str) -> dict[str, Any]
         rw = Rewriter(backend="structural", min_confidence=c)
         res = [rw.rewrite(q.question) for q in qs]
         texts = [r.rewritten for r in res]
-        for link in (False, True):
-            g.link_heads = link  # type: ignore[attr-defined]
-            got = _run(g, enc, texts, questions)
-            r1 = np.array([recall_at_k(b, gl, 5) for b, gl in zip(got, gold, strict=True)])
-            f1 = np.array([full_chain(b, gl, 5) for b, gl in zip(got, gold, strict=True)])
-            out[f"conf{c}_link{int(link)}"] = {
-                "parsed": float(np.mean([r.rewritten_ok for r in res])),
-                "recall@5": float(r1.mean()),
-                "fcr@5": float(f1.mean()),
-                "r5_gain": paired_interval(r1, r0),
-                "fcr5_gain": paired_interval(f1, f0),
-            }
-        g.link_heads = None  # type: ignore[attr-defined]
+        for link in links:
+            for w in weights:
+                g.link_heads, g.seed_weight = link, w  # type: ignore[attr-defined]
+                got = _run(g, enc, texts, questions)
+                r1 = np.array([recall_at_k(b, gl, 5) for b, gl in zip(got, gold, strict=True)])
+                f1 = np.array([full_chain(b, gl, 5) for b, gl in zip(got, gold, strict=True)])
+                key = f"conf{c}_link{int(link)}" + ("" if weights == (1.0,) else f"_w{w}")
+                out[key] = {
+                    "parsed": float(np.mean([r.rewritten_ok for r in res])),
+                    "recall@5": float(r1.mean()),
+                    "fcr@5": float(f1.mean()),
+                    "r5_gain": paired_interval(r1, r0),
+                    "fcr5_gain": paired_interval(f1, f0),
+                }
+        g.link_heads, g.seed_weight = None, None  # type: ignore[attr-defined]
     return out
 
 
@@ -101,13 +112,17 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--datasets", default="2wikimultihopqa,hotpotqa_dev,musique_dev")
     ap.add_argument("--confidences", default="0,0.3,0.5,0.7")
+    ap.add_argument("--links", default="0,1", help="rewrite.link_heads values: 0, 1 or both")
+    ap.add_argument("--weights", default="1", help="rewrite.seed_weight values")
     ap.add_argument("--split", default="train")
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/rewriter_corpora.json"))
     a = ap.parse_args()
     conf = [float(c) for c in a.confidences.split(",")]
+    links = tuple(bool(int(x)) for x in a.links.split(","))
+    weights = tuple(float(w) for w in a.weights.split(","))
     results = {}
     for d in a.datasets.split(","):
-        results[d] = corpus(d, conf, a.split)
+        results[d] = corpus(d, conf, a.split, links, weights)
         print(d, json.dumps(results[d], default=float)[:2000], flush=True)
     report = {"split": a.split, "corpora": results, **choose(results)}
     Path(a.out).write_text(json.dumps(report, indent=1, default=float) + "\n")

@@ -707,15 +707,21 @@ class RewriteParams:
     function-word relation or an adjective head); with `link_heads` a triplet seeds only
     when its head is a phrase node of the graph (r2adapter/rewrite/seeding.py). The
     defaults keep every triplet, as before; params.yaml holds the values chosen on the
-    development folds (docs/corpora.md)."""
+    development folds (docs/corpora.md). `seed_weight` scales the phrase seeds a triplet's
+    fact query reaches against the question's own (1.0: as much, as before)."""
 
     min_confidence: float = 0.0
     link_heads: bool = False
+    seed_weight: float = 1.0
 
     def check(self) -> None:
         _need(
             0.0 <= self.min_confidence <= 1.0,
             f"rewrite.min_confidence must be in [0, 1], not {self.min_confidence}",
+        )
+        _need(
+            0.0 < self.seed_weight <= 1.0,
+            f"rewrite.seed_weight must be in (0, 1], not {self.seed_weight}",
         )
 
 
@@ -746,14 +752,32 @@ _P = TypeVar(
 )
 
 
+# (path, the file's bytes) -> the parsed, checked sections: params.yaml is read on hot paths
+# (a rewritten query's seeding reads `rewrite:`), and parsing it costs ~25 ms of CPU where
+# reading and comparing its bytes costs ~20 µs
+_PARSED: dict[tuple[str, bytes], dict[str, Any]] = {}
+
+
 def _params_yaml() -> dict[str, Any]:
+    """params.yaml's sections, parsed once per content of the file (read-only: callers must
+    not change the mapping)."""
     path = settings().root / "params.yaml"
     if not path.is_file():
         return {}
+    key = (str(path), path.read_bytes())
+    data = _PARSED.get(key)
+    if data is None:
+        data = _parse_params(path, key[1])
+        _PARSED.clear()
+        _PARSED[key] = data
+    return data
+
+
+def _parse_params(path: Path, raw: bytes) -> dict[str, Any]:
     import yaml
 
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = yaml.safe_load(raw.decode()) or {}
     except yaml.YAMLError as e:
         raise R2AError(f"{path}: malformed YAML: {str(e).splitlines()[0]}") from None
     if not isinstance(data, dict):

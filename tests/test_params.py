@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from r2adapter import config
 from r2adapter.config import (
     LABEL_RULES,
     EncoderParams,
@@ -18,6 +19,7 @@ from r2adapter.config import (
     encoder_params,
     graph_params,
     load_params,
+    rewrite_params,
     router_params,
     settings,
 )
@@ -71,6 +73,27 @@ def test_a_value_changes_what_is_read(home: Path) -> None:
     assert graph_params().damping == 0.85
     assert graph_params().linking_top_k == 5  # the rest keep their defaults
     assert encoder_params().backend == "torch"
+
+
+def test_the_file_is_parsed_once_per_content(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rewritten query's seeding reads params.yaml per query: the parse is cached on the
+    file's bytes, so a call costs no YAML parse, and an edit of the same length (what an
+    mtime of coarse resolution could miss) is still read."""
+    parses: list[Path] = []
+    real = config._parse_params
+    monkeypatch.setattr(
+        config, "_parse_params", lambda path, raw: parses.append(path) or real(path, raw)
+    )
+    (home / "params.yaml").write_text("rewrite:\n  min_confidence: 0.5\n")
+    for _ in range(3):
+        assert rewrite_params().min_confidence == 0.5
+    assert len(parses) == 1
+    (home / "params.yaml").write_text("rewrite:\n  min_confidence: 0.7\n")
+    assert rewrite_params().min_confidence == 0.7
+    assert len(parses) == 2
+    (home / "params.yaml").write_text("rewrite:\n  seed_weight: 0\n")
+    with pytest.raises(R2AError, match="rewrite.seed_weight must be in"):
+        rewrite_params()
 
 
 def test_no_file_is_the_defaults(home: Path) -> None:

@@ -187,6 +187,9 @@ def test_triplet_seeds_join_the_querys_seeds() -> None:
     seeded, ok = reset_vector(g, e[0], p, np.stack([e[1]]))  # type: ignore[arg-type]
     assert ok and np.flatnonzero(seeded[:4]).tolist() == [0, 1]
     assert seeded[4] == alone[4]  # the passage seed is the query's
+    # rewrite.seed_weight: the triplet's phrase weighs that share of what it would alone
+    half, ok = reset_vector(g, e[0], p, np.stack([e[1]]), 0.5)  # type: ignore[arg-type]
+    assert ok and half[0] == seeded[0] and half[1] == pytest.approx(seeded[1] / 2)
 
 
 # ---- the command line -------------------------------------------------------------------

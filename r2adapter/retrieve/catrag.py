@@ -247,7 +247,7 @@ class CatragRetriever(GraphRetriever):
         found: Future[list[int]] | None = None
         if self.anchoring and query:  # spaCy and the entity match run beside the fact search
             found = _pool().submit(self.anchor_candidates, g, query)
-        seeding = seed_graph(g, qvec, p, fact_queries, self.fact_keeper(g, query))
+        seeding = seed_graph(g, qvec, p, fact_queries, self.fact_keeper(g, query), self.fact_weight)
         if not seeding.matched:
             self.fallbacks += 1
             return g.passage_emb @ qvec, g, False

@@ -57,10 +57,14 @@ def seed_graph(
     p: GraphParams,
     fact_queries: np.ndarray | None = None,
     keep: Callable[[np.ndarray], np.ndarray] | None = None,
+    fact_query_weight: float = 1.0,
 ) -> Seeding:
     """HippoRAG 2's seeding (`reset_vector`), keeping what CatRAG reads besides the reset.
     `keep`: the fact filter (graph.fact_filter), applied to the query's own top facts;
-    when it keeps none (and no fact query seeds), the seeding is unmatched: dense."""
+    when it keeps none (and no fact query seeds), the seeding is unmatched: dense.
+    `fact_query_weight` (rewrite.seed_weight) scales the phrase seeds a fact query reaches:
+    each is min-max normalised on its own, so an off-chain triplet's best fact would
+    otherwise weigh as much as the question's."""
     reset = np.zeros(g.n_nodes, dtype=np.float64)
     dense = seed_passages(reset, g, qvec, p)
     if len(g.fact_emb) == 0:
@@ -75,8 +79,9 @@ def seed_graph(
             top = keep(top)
         best = scores if best is None else np.maximum(best, scores)
         top_all.extend(int(f) for f in top if int(f) not in top_all)
+        scale = 1.0 if i == 0 else fact_query_weight
         for e, w in phrase_seeds(g, scores, top, p).items():
-            weight[e] = max(w, weight.get(e, 0.0))
+            weight[e] = max(w * scale, weight.get(e, 0.0))
     for e, w in weight.items():
         reset[e] = w
     assert best is not None
@@ -111,14 +116,19 @@ def run_ppr(
 
 
 def reset_vector(
-    g: GraphIndex, qvec: np.ndarray, p: GraphParams, fact_queries: np.ndarray | None = None
+    g: GraphIndex,
+    qvec: np.ndarray,
+    p: GraphParams,
+    fact_queries: np.ndarray | None = None,
+    fact_query_weight: float = 1.0,
 ) -> tuple[np.ndarray, bool]:
     """Seeds for PPR; the flag is False when no fact matched (the caller falls back to dense).
 
     `fact_queries`: more query vectors (a rewrite's triplets, rewrite/parse.py
     `triplet_queries`), each matched against the facts on its own; every query's top
-    phrases seed PPR together, a phrase reached by several keeping its highest weight."""
-    s = seed_graph(g, qvec, p, fact_queries)
+    phrases seed PPR together, a phrase reached by several keeping its highest weight
+    (a fact query's × `fact_query_weight`)."""
+    s = seed_graph(g, qvec, p, fact_queries, fact_query_weight=fact_query_weight)
     return s.reset, s.matched
 
 
@@ -185,6 +195,7 @@ def ppr_structure(ppr: np.ndarray, op: Operator) -> dict[str, float]:
 class GraphRetriever(Retriever):
     mode = "graph"
     link_heads: bool | None = None  # seed only linked triplet heads; None: rewrite.link_heads
+    seed_weight: float | None = None  # a triplet's seeds × this; None: rewrite.seed_weight
 
     def __init__(
         self,
@@ -252,7 +263,9 @@ class GraphRetriever(Retriever):
     ) -> tuple[np.ndarray, GraphIndex, bool]:
         """Passage scores; `query` (the text, which only strategies that read it use)."""
         g = self.cache.get(self.dataset)
-        s = seed_graph(g, qvec, self.params, fact_queries, self.fact_keeper(g, query))
+        s = seed_graph(
+            g, qvec, self.params, fact_queries, self.fact_keeper(g, query), self.fact_weight
+        )
         reset, matched = s.reset, s.matched
         if not matched:
             self.fallbacks += 1
@@ -263,6 +276,15 @@ class GraphRetriever(Retriever):
             ms = (time.perf_counter() - t0) * 1000
             self.observe(ppr, g.operator(*self.scales), {"ppr_ms": ms})
         return ppr[g.n_entities :], g, True
+
+    @property
+    def fact_weight(self) -> float:
+        """The weight of a rewrite's fact queries in the seeding (rewrite.seed_weight)."""
+        if self.seed_weight is not None:
+            return self.seed_weight
+        from r2adapter.config import rewrite_params
+
+        return rewrite_params().seed_weight
 
     def retrieve(self, query: str, k: int = 5, qvec: np.ndarray | None = None) -> list[Hit]:
         query = check_query(query)
