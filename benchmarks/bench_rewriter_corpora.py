@@ -10,7 +10,7 @@ test split is never read here.
     .venv/bin/python benchmarks/bench_rewriter_corpora.py \\
         --datasets 2wikimultihopqa,hotpotqa_dev,musique_dev \\
         --out benchmarks/results/rewriter_corpora.json
-    .venv/bin/python benchmarks/bench_rewriter_corpora.py --confidences 0.5,0.7 \
+    .venv/bin/python benchmarks/bench_rewriter_corpora.py --confidences 0.5,0.7 \\
         --links 1 --weights 1,0.5,0.25 --out benchmarks/results/rewriter_seed_weight.json
 """
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from r2adapter.config import GraphParams, graph_params
+from r2adapter.config import GraphParams, graph_params, rewrite_params
 from r2adapter.index.encoder import Encoder, get_encoder
 from r2adapter.retrieve.base import Hit, Retriever, check_query
 from r2adapter.retrieve.dense import check_encoder
@@ -212,6 +212,8 @@ class GraphRetriever(Retriever):
         q′ alone gives .549 and .790. A query without triplet lines is searched as before."""
         self.dataset = dataset
         self.params = params or graph_params()  # params.yaml `graph:`
+        # params.yaml `rewrite:`, read once here (not per query): which triplets seed, and how much
+        self.rewrite = rewrite_params()
         self.check_params()  # before the encoder loads: a bad option is one line, at once
         self.encoder = encoder or get_encoder()
         self.cache = cache
@@ -280,11 +282,7 @@ class GraphRetriever(Retriever):
     @property
     def fact_weight(self) -> float:
         """The weight of a rewrite's fact queries in the seeding (rewrite.seed_weight)."""
-        if self.seed_weight is not None:
-            return self.seed_weight
-        from r2adapter.config import rewrite_params
-
-        return rewrite_params().seed_weight
+        return self.rewrite.seed_weight if self.seed_weight is None else self.seed_weight
 
     def retrieve(self, query: str, k: int = 5, qvec: np.ndarray | None = None) -> list[Hit]:
         query = check_query(query)
@@ -293,7 +291,8 @@ class GraphRetriever(Retriever):
         if self.seed_triplets:  # rewrite.link_heads: only heads the graph knows (issue 24)
             from r2adapter.rewrite.seeding import seed_texts
 
-            texts = seed_texts(query, self.cache.get(self.dataset), self.link_heads)
+            link = self.rewrite.link_heads if self.link_heads is None else self.link_heads
+            texts = seed_texts(query, self.cache.get(self.dataset), link)
         extra = self.encoder.encode(texts) if texts else None
         scores, g, _ = self.scores(vec, extra, query)
         top = np.argsort(-scores, kind="stable")[:k]
