@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from r2adapter.rewrite import Rewriter
+from r2adapter.rewrite.parse import triplet_queries
 from r2adapter.rewrite.score import (
     ChainScore,
     GoldHop,
@@ -107,6 +108,23 @@ def test_patterns_are_sure_and_function_word_relations_are_not() -> None:
     )
     weak = [t for t, c in loose if c == 0.0]
     assert all(t[1] in ("of", "in", "was", "by") for t in weak)
+
+
+def test_a_relative_clause_keeps_the_names_that_say_which() -> None:
+    # "the actor who played Scarlett in Gone With the Wind": which Scarlett is in the clause's
+    # prepositional phrase; without it the fact query "Scarlett played" asks another question
+    first = decompose_scored(
+        "Who was the spouse of the actor who played Scarlett in Gone With the Wind?"
+    )[0][0]
+    assert first[0] == "Scarlett" and first[1] == "played in Gone With the Wind"
+    assert triplet_queries(f"q\n[{first[0]}, {first[1]}, {first[2]}]") == [
+        "Scarlett played in gone with the wind"
+    ]
+    # a phrase that names nothing stays out; a verb the table names keeps its agent noun
+    plain = decompose_scored("Who is the wife of the man who painted Guernica in a garage?")
+    assert [t[1] for t, _ in plain][:1] == ["painted"]
+    listed = decompose_scored("Who is the wife of the man who founded Tesla in Palo Alto?")
+    assert [t[1] for t, _ in listed][:1] == ["founded by"]
 
 
 def test_min_confidence_keeps_only_sure_triplets() -> None:

@@ -15,7 +15,9 @@ whichever backend made it. Three readers, tried in order:
    company that published X") or a name; a two-hop kinship ("paternal grandfather",
    "mother-in-law") expands to its two relations;
 3. the dependency parse: from each named span up its governors (prep-of, possessive,
-   relative clause) to the question word, which names the relation asked.
+   relative clause) to the question word, which names the relation asked; a relative
+   clause's relation keeps the prepositional phrases of its verb that name something
+   ("the actor who played Scarlett in Gone With the Wind" → "played in Gone With the Wind").
 
 A question none of them reads raises `Unparsed` (the rewriter falls back to the query).
 The first two are string work on the question (~0.1 ms); the parse costs a few ms on a CPU.
@@ -319,14 +321,15 @@ def parser() -> Any:
         ) from None
 
 
+_NOT_NAMES = ("PRON", "DET", "ADP", "AUX", "PUNCT")  # title-case words that name nothing
+
+
 def _names(doc: Any) -> list[Any]:
     """Named spans: runs of proper nouns (numbers and title-case words inside them), the
     question's first word only when it is a proper noun."""
     spans, start = [], None
     for t in doc:
-        named = t.pos_ == "PROPN" or (
-            t.i > 0 and t.is_title and t.pos_ not in ("PRON", "DET", "ADP", "AUX", "PUNCT")
-        )
+        named = t.pos_ == "PROPN" or (t.i > 0 and t.is_title and t.pos_ not in _NOT_NAMES)
         nxt = doc[t.i + 1] if t.i + 1 < len(doc) else None
         # a hyphen or "of" between two named words joins them ("Saxby-Junna", "Siege of X")
         joins = t.text in ("-", "&", ".", "of", "de") and nxt is not None and nxt.is_title
@@ -376,6 +379,21 @@ def _where_clause(verb: Any) -> bool:
     return any(c.text.casefold() in ("where", "in which") for c in verb.children)
 
 
+def _named_context(verb: Any, after: Any) -> list[str]:
+    """The prepositional phrases of a clause's verb, right of `after`, that name something:
+    "(the actor who) played Scarlett in Gone With the Wind" → ["in Gone With the Wind"].
+    Which Scarlett the clause means is in them; a relation without them asks another
+    question ("Scarlett played"), and its fact query seeds every Scarlett the graph knows."""
+    out = []
+    for c in verb.rights:
+        if c.dep_ != "prep" or c.i < after.i:
+            continue
+        if any(t.pos_ == "PROPN" or (t.is_title and t.pos_ not in _NOT_NAMES) for t in c.subtree):
+            text = "".join(t.text_with_ws for t in c.subtree if t.pos_ != "PUNCT")
+            out.append(" ".join(text.split()))
+    return out
+
+
 def _climb(span: Any, table: PatternTable) -> tuple[list[str], Any]:
     """Relations from a named span up its governors, and the last token reached."""
     rels: list[str] = []
@@ -392,8 +410,9 @@ def _climb(span: Any, table: PatternTable) -> tuple[list[str], Any]:
             rels += table.relation(_phrase(h.head))  # "the country where X is located"
             cur = h.head
         elif h.dep_ == "relcl" and h.head.pos_ == "NOUN" and cur.dep_ in ("dobj", "nsubj", "attr"):
-            rels.append(table.clause_verbs.get(h.text.lower(), h.text.lower()))
-            cur = h.head  # "the woman who portrayed X"
+            verb = h.text.lower()  # "the woman who portrayed X (in Y)"
+            rels.append(table.clause_verbs.get(verb) or " ".join([verb, *_named_context(h, cur)]))
+            cur = h.head
         elif cur.dep_ == "pobj" and h.dep_ == "prep" and h.head.dep_ == "relcl":
             verb = h.head
             rels.append(f"{verb.text.lower()} {h.text.lower()}")  # "the team he played for"
