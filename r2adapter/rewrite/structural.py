@@ -321,7 +321,12 @@ def parser() -> Any:
         ) from None
 
 
-_NOT_NAMES = ("PRON", "DET", "ADP", "AUX", "PUNCT")  # title-case words that name nothing
+def _named(t: Any) -> bool:
+    """A proper noun, or a title-case word past the question's first that is not a pronoun,
+    determiner, preposition, auxiliary or punctuation."""
+    return t.pos_ == "PROPN" or (
+        t.i > 0 and t.is_title and t.pos_ not in ("PRON", "DET", "ADP", "AUX", "PUNCT")
+    )
 
 
 def _names(doc: Any) -> list[Any]:
@@ -329,7 +334,7 @@ def _names(doc: Any) -> list[Any]:
     question's first word only when it is a proper noun."""
     spans, start = [], None
     for t in doc:
-        named = t.pos_ == "PROPN" or (t.i > 0 and t.is_title and t.pos_ not in _NOT_NAMES)
+        named = _named(t)
         nxt = doc[t.i + 1] if t.i + 1 < len(doc) else None
         # a hyphen or "of" between two named words joins them ("Saxby-Junna", "Siege of X")
         joins = t.text in ("-", "&", ".", "of", "de") and nxt is not None and nxt.is_title
@@ -388,7 +393,7 @@ def _named_context(verb: Any, after: Any) -> list[str]:
     for c in verb.rights:
         if c.dep_ != "prep" or c.i < after.i:
             continue
-        if any(t.pos_ == "PROPN" or (t.is_title and t.pos_ not in _NOT_NAMES) for t in c.subtree):
+        if any(_named(t) for t in c.subtree):
             text = "".join(t.text_with_ws for t in c.subtree if t.pos_ != "PUNCT")
             out.append(" ".join(text.split()))
     return out
