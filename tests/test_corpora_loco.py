@@ -74,28 +74,41 @@ def test_the_served_row_is_compared_under_its_own_key() -> None:
     assert out["best_fixed_served"]["ms_ratio"] == pytest.approx(0.75)
 
 
-def test_the_margin_is_the_smallest_that_met_every_nested_transfer() -> None:
-    def row(margin: float, met: bool, recall: float = 0.5) -> dict[str, object]:
-        return {"margin": margin, "met": met, "recall": recall, "best_fixed_recall": 0.5}
+def _nested_row(margin: float, recall: float, ms: float, met: bool = False) -> dict[str, object]:
+    return {
+        "margin": margin,
+        "recall": recall,
+        "best_fixed_recall": 0.6,
+        "mean_ms": ms,
+        "best_fixed_ms": 10.0,
+        "met": met,
+    }
 
-    rows = [row(0.0, False), row(0.0, True), row(0.1, True), row(0.1, False)]
-    rows += [row(0.2, True), row(0.2, True), row(0.3, True), row(0.3, True)]
+
+def test_the_margin_is_the_least_worst_shortfall_within_the_best_fixed_ms() -> None:
+    row = _nested_row
+    # two nested transfers; recall rises with the margin, the ms stay within 10 up to .2
+    rows = [row(0.0, 0.59, 7.0, True), row(0.0, 0.58, 7.0)]  # worst -.02
+    rows += [row(0.1, 0.60, 8.0, True), row(0.1, 0.597, 8.0, True)]  # worst -.003: met
+    rows += [row(0.2, 0.60, 9.0, True), row(0.2, 0.60, 9.5, True)]  # worst .000
+    rows += [row(0.3, 0.61, 9.0, True), row(0.3, 0.61, 10.5)]  # over the ms on one
+    # the smallest margin that met both (.1) sits .003 under the line on one; .2 does not
     assert loco.pick_margin(rows, [0.3, 0.0, 0.2, 0.1]) == 0.2
-    # no margin met every transfer: each met one, with no shortfall: the smallest
-    assert loco.pick_margin(rows[:4], [0.0, 0.1]) == 0.0
+    # ties on the worst shortfall: the smallest margin
+    tied = rows[:4] + [row(0.2, 0.60, 9.0), row(0.2, 0.597, 9.5)]
+    assert loco.pick_margin(tied, [0.0, 0.1, 0.2]) == 0.1
     assert loco.pick_margin([], [0.0, 0.1]) == 0.0  # nothing scored: no margin
 
 
-def test_without_a_margin_that_met_every_transfer_the_best_supported_one() -> None:
-    def row(margin: float, met: bool, recall: float) -> dict[str, object]:
-        return {"margin": margin, "met": met, "recall": recall, "best_fixed_recall": 0.6}
-
-    # one pair never meets the target; the other meets it from 0.1 on
-    rows = [row(0.0, False, 0.55), row(0.0, False, 0.58), row(0.1, False, 0.58)]
-    rows += [row(0.1, True, 0.6), row(0.2, False, 0.58), row(0.2, True, 0.6)]
-    assert loco.pick_margin(rows, [0.0, 0.1, 0.2]) == 0.1  # most met, then the smallest
-    # none met anywhere: the least worst shortfall
-    worse = [row(0.0, False, 0.50), row(0.1, False, 0.57), row(0.2, False, 0.55)]
+def test_without_a_margin_within_the_ms_the_best_supported_one() -> None:
+    row = _nested_row
+    # every margin over the best fixed ms on some transfer: the most met, then the least
+    # worst shortfall, then the smallest
+    rows = [row(0.0, 0.55, 11.0), row(0.0, 0.58, 9.0)]
+    rows += [row(0.1, 0.58, 11.0), row(0.1, 0.60, 9.0, True)]
+    rows += [row(0.2, 0.58, 11.0), row(0.2, 0.60, 9.0, True)]
+    assert loco.pick_margin(rows, [0.0, 0.1, 0.2]) == 0.1
+    worse = [row(0.0, 0.50, 11.0), row(0.1, 0.57, 11.0), row(0.2, 0.55, 11.0)]
     assert loco.pick_margin(worse, [0.0, 0.1, 0.2]) == 0.1
 
 
