@@ -33,11 +33,17 @@ if not __package__:  # `python benchmarks/...py`: put the repository root on sys
 
 from benchmarks.common import finish, new_result, require_db  # noqa: E402
 from r2adapter.config import kway_params  # noqa: E402
-from r2adapter.evaluate.routing_report import columns, with_two_way  # noqa: E402
+from r2adapter.evaluate.routing_report import columns  # noqa: E402
 from r2adapter.evaluate.stats import paired_bootstrap  # noqa: E402
 from r2adapter.kway.cascade import Costs, choose, cost_cap, tune_thresholds  # noqa: E402
-from r2adapter.kway.loco import _best_fixed, _choice, _read, _train, _transfer, nested_margin  # noqa: E402
-from r2adapter.kway.strategies import strategy_table  # noqa: E402
+from r2adapter.kway.loco import (  # noqa: E402
+    _best_fixed,
+    _choice,
+    _train,
+    _transfer,
+    nested_margin,
+    read_corpora,
+)
 
 CORPORA = ("2wikimultihopqa", "hotpotqa_dev", "musique_dev")
 GUARD_QUANTILE = 0.9
@@ -187,11 +193,8 @@ def score(choice, j_best, m, paired=True):
 def main() -> int:
     require_db()
     every = kway_params()
-    names = with_two_way(every.strategies)
-    table = strategy_table(names)
-    p_eval = kway_params(strategies=tuple(names), budget=every.budget)
     t0 = time.perf_counter()
-    data = {c: _read(c, p_eval, table, every.features) for c in CORPORA}
+    names, table, data = read_corpora(CORPORA, every)
     print(f"read {len(CORPORA)} corpora in {time.perf_counter() - t0:.0f} s", flush=True)
     quality = replace(every, route=every.quality_route, budget=every.quality_budget)
     out: dict = {

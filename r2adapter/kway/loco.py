@@ -75,6 +75,17 @@ def _read(c: str, p_eval: KwayParams, table: Sequence[Any], features: Sequence[s
     )
 
 
+def read_corpora(
+    corpora: Sequence[str], every: KwayParams
+) -> tuple[list[str], list[Any], dict[str, _Corpus]]:
+    """The strategy table's names (every labelled strategy and the two-way routers'), the
+    table, and each corpus read over it."""
+    names = with_two_way(every.strategies)
+    table = strategy_table(names)
+    p_eval = kway_params(strategies=tuple(names), budget=every.budget)
+    return names, table, {c: _read(c, p_eval, table, every.features) for c in corpora}
+
+
 def _train(data: Sequence[_Corpus], cols: list[int], tk: list[Any], p: KwayParams, name: str):
     """Heads on every corpus's train split, thresholds on every one's val split."""
     x = np.vstack([d.x for d in data])
@@ -191,16 +202,13 @@ def loco_report(
     if budget is not None and not 0.0 <= budget <= 1.0:
         raise R2AError(f"--budget must be in [0, 1], not {budget}")
     every = kway_params() if budget is None else kway_params(budget=budget)
-    names = with_two_way(every.strategies)
-    table = strategy_table(names)
     train_on = training_corpora(dataset, corpora)
     if not train_on:
         raise R2AError(
             f"loco: no other corpus has strategy labels to train on; run `r2a label --dataset "
             f"C` for another corpus C (held out: {dataset})"
         )
-    p_eval = kway_params(strategies=tuple(names), budget=every.budget)
-    data = {c: _read(c, p_eval, table, every.features) for c in (*train_on, dataset)}
+    names, table, data = read_corpora((*train_on, dataset), every)
     held = data[dataset]
     m, n = held.m, len(held.labels)
     zero = np.zeros(n)
