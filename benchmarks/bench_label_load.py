@@ -17,6 +17,12 @@ difference).
     .venv/bin/python benchmarks/bench_label_load.py --quick         # 200 queries, 20 calibrated
     .venv/bin/python benchmarks/bench_label_load.py --dataset musique_dev --hogs 3
     .venv/bin/python benchmarks/bench_label_load.py --load bursts   # label_load_bursts.json
+    .venv/bin/python benchmarks/bench_label_load.py \
+        --dataset 2wikimultihopqa,hotpotqa_dev,musique_dev            # label_load_union.json
+
+Several corpora (comma-separated): each is labelled in each state, and the router is
+trained on their union as the served champion is (each corpus priced over its own file),
+and compared on the union's test split.
 
 `--load bursts`: each hog alternates 0.5-3 s busy and 0.5-3 s idle (random, seeded per
 hog), the way a test run shares the cores: the load that moved a router in an earlier
@@ -87,11 +93,10 @@ PRICINGS = {
 }
 
 
-def _router(labels: list[Any], mode: str, dataset: str, p: Any, x: np.ndarray) -> dict[str, Any]:
-    """The k-way router trained on these labels priced by `mode`; its test choices."""
-    from r2adapter.kway.cascade import Costs, choose
+def _priced(labels: list[Any], mode: str, p: Any) -> dict[str, np.ndarray]:
+    """One corpus's outcome matrix over the routed strategies, priced by `mode` over this
+    corpus's own file (each corpus is priced at its own medians, as `r2a train-kway` does)."""
     from r2adapter.kway.labels import evaluate_outcomes, median_cpu_prices, outcome_matrix
-    from r2adapter.kway.model import fit_kway
     from r2adapter.kway.strategies import strategy_table
 
     rp = p.routed()
@@ -105,15 +110,35 @@ def _router(labels: list[Any], mode: str, dataset: str, p: Any, x: np.ndarray) -
         if prices is not None:
             one.cost_ms = prices  # one price per retriever
         evaluate_outcomes(one, table, rp.rrf_k, cost)
-    m = outcome_matrix(priced, table)
-    split = np.array([lab.split for lab in labels])
+    return outcome_matrix(priced, table)
+
+
+def _router(labels: list[Any], mode: str, dataset: str, p: Any, x: np.ndarray) -> dict[str, Any]:
+    """The k-way router trained on these labels priced by `mode`; its test choices."""
+    return _union_router({dataset: labels}, mode, p, {dataset: x})
+
+
+def _union_router(
+    labels: dict[str, list[Any]], mode: str, p: Any, xs: dict[str, np.ndarray]
+) -> dict[str, Any]:
+    """The k-way router trained on the union of these corpora's labels (heads on their
+    train splits, thresholds on their val splits), each priced by `mode` over its own file;
+    its choices on the union's test split."""
+    from r2adapter.kway.cascade import Costs, choose
+    from r2adapter.kway.model import fit_kway
+
+    rp = p.routed()
+    ms = [_priced(labels[c], mode, p) for c in labels]
+    m = {k: np.concatenate([mm[k] for mm in ms]) for k in ms[0]}
+    x = np.vstack([xs[c] for c in labels])
+    split = np.concatenate([[lab.split for lab in labels[c]] for c in labels])
     tr, va, te = (np.where(split == s)[0] for s in ("train", "val", "test"))
 
     def costs(rows: np.ndarray) -> Costs:
         return Costs(m["recall"][rows], m["ms"][rows], m["passages"][rows])
 
     router, _ = fit_kway(
-        x[tr], m["suitable"][tr], x[va], costs(va), costs(tr), rp.strategies, rp, dataset
+        x[tr], m["suitable"][tr], x[va], costs(va), costs(tr), rp.strategies, rp, "+".join(labels)
     )
     choice = choose(router.probs(x[te]), router.tau, router.order, router.fallback_ix)
     rows = np.arange(len(te))
@@ -150,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.load == "bursts" and args.out.name == "label_load.json":
         args.out = args.out.with_name("label_load_bursts.json")
+    if "," in args.dataset and args.out.name == "label_load.json":
+        args.out = args.out.with_name("label_load_union.json")
     import os
 
     from r2adapter.config import kway_params
@@ -167,28 +194,33 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         p, limit = replace(p, calibration_queries=20), 200
     result = new_result("label_load", args.quick, hogs=hogs, cores=cores, load=args.load)
-    result["dataset"] = args.dataset
+    datasets = [d for d in args.dataset.split(",") if d]
+    result["dataset"] = "+".join(datasets)
     result["cap_penalty"] = p.cap_penalty
     runs: dict[str, Any] = {}
     for state in ("quiet", "loaded"):
         procs = _hogs(hogs, args.load) if state == "loaded" else []
         time.sleep(1.0 if procs else 0.0)
         load0 = loadavg()[0]
+        labels: dict[str, list[Any]] = {}
+        seconds: dict[str, float] = {}
         try:
-            labels, seconds = _label(args.dataset, p, limit)
+            for d in datasets:
+                labels[d], seconds[d] = _label(d, p, limit)
         finally:
             for pr in procs:
                 pr.kill()
                 pr.wait()
         runs[state] = {"labels": labels, "seconds": seconds, "loadavg_before": load0}
-        print(f"{state}: labelled {len(labels)} queries in {seconds:.0f} s (load {load0:.1f})")
-    quiet = runs["quiet"]["labels"]
-    questions = [lab.question for lab in quiet]
-    qv = get_encoder().encode(questions)
-    x = KwayFeatures(args.dataset, GRAPHS, p.features)(questions, qv)
+        n = sum(len(v) for v in labels.values())
+        print(f"{state}: labelled {n} queries in {sum(seconds.values()):.0f} s (load {load0:.1f})")
+    xs: dict[str, np.ndarray] = {}
+    for d in datasets:
+        questions = [lab.question for lab in runs["quiet"]["labels"][d]]
+        xs[d] = KwayFeatures(d, GRAPHS, p.features)(questions, get_encoder().encode(questions))
     modes: dict[str, Any] = {}
     for mode in PRICINGS:
-        r = {s: _router(runs[s]["labels"], mode, args.dataset, p, x) for s in runs}
+        r = {s: _union_router(runs[s]["labels"], mode, p, xs) for s in runs}
         agree = float((r["quiet"]["choice"] == r["loaded"]["choice"]).mean())
         modes[mode] = {
             "agreement": agree,
@@ -212,12 +244,23 @@ def main(argv: list[str] | None = None) -> int:
             f" {modes[mode]['quiet']['test_mean_ms']:.1f} loaded"
             f" {modes[mode]['loaded']['test_mean_ms']:.1f}"
         )
-    result["n_test"] = int(sum(lab.split == "test" for lab in quiet))
-    result["label_seconds"] = {s: round(runs[s]["seconds"], 1) for s in runs}
+
+    def per_corpus(f: Any) -> Any:  # one corpus: its figure; several: one per corpus
+        out = {d: f(d) for d in datasets}
+        return out[datasets[0]] if len(datasets) == 1 else out
+
+    quiet = runs["quiet"]["labels"]
+    result["n_test"] = int(sum(lab.split == "test" for d in datasets for lab in quiet[d]))
+    result["label_seconds"] = {s: round(sum(runs[s]["seconds"].values()), 1) for s in runs}
     result["loadavg_before"] = {s: runs[s]["loadavg_before"] for s in runs}
-    result["calibrated_ms"] = {s: runs[s]["labels"][0].cost_ms for s in runs}
+    result["calibrated_ms"] = {
+        s: per_corpus(lambda d, s=s: runs[s]["labels"][d][0].cost_ms) for s in runs
+    }
     result["median_ms"] = {
-        s: {a: _median_costs(runs[s]["labels"], a) for a in ("ms", "cpu_ms")} for s in runs
+        s: per_corpus(
+            lambda d, s=s: {a: _median_costs(runs[s]["labels"][d], a) for a in ("ms", "cpu_ms")}
+        )
+        for s in runs
     }
     result["modes"] = modes
     result["target_agreement"] = TARGET_AGREEMENT

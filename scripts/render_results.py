@@ -1070,6 +1070,12 @@ def kway(page: Page) -> None:
             "benchmarks/results/label_load_steady2.json",
             "Costs under a steady load, a second run (one thread set by OMP_NUM_THREADS=1)",
         ),
+        ("benchmarks/results/label_load_hotpotqa_dev.json", "Costs under load: hotpotqa_dev alone"),
+        ("benchmarks/results/label_load_musique_dev.json", "Costs under load: musique_dev alone"),
+        (
+            "benchmarks/results/label_load_union.json",
+            "Costs under load: the union of the three corpora (as served)",
+        ),
     ):
         page.section(3, title, rel, load_runs)
 
@@ -1077,9 +1083,13 @@ def kway(page: Page) -> None:
         b = d.get("base", {})
         page.para(
             f"{d.get('dataset')}: the k-way router trained on the committed labels (thresholds "
-            f"{b.get('thresholds')}, test recall {num(b.get('recall'))}), then again with every "
-            "query's measured ms times a log-normal factor, no load "
-            "(`benchmarks/bench_label_jitter.py`, `docs/routing.md`)."
+            f"{b.get('thresholds')}, test recall {num(b.get('recall'))}), then again with "
+            + (
+                "each step's price of a corpus times one log-normal factor, priced cpu_median"
+                if d.get("noise") == "step"
+                else "every query's measured ms times a log-normal factor"
+            )
+            + ", no load (`benchmarks/bench_label_jitter.py`, `docs/routing.md`)."
         )
         rows = []
         for sigma, v in d.get("sigmas", {}).items():
@@ -1102,6 +1112,13 @@ def kway(page: Page) -> None:
     page.section(
         3, "Costs under timing noise alone", "benchmarks/results/label_jitter.json", jitter
     )
+    for tag in ("2wikimultihopqa", "hotpotqa_dev", "musique_dev", "union"):
+        page.section(
+            3,
+            f"Costs under per-step price noise: {tag}",
+            f"benchmarks/results/label_jitter_step_{tag}.json",
+            jitter,
+        )
 
     page.section(
         3,
