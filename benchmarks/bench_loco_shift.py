@@ -175,7 +175,7 @@ def few_labels(kr, d, cols, p, j, ks=FEW, draws=DRAWS, seed=0):
     return rows
 
 
-def score(choice, j_best, m, paired=True):
+def score(choice, j_best, m, paired=True, tol=0.005):
     rr = np.arange(len(choice))
     rec, ms = m["recall"][rr, choice], m["ms"][rr, choice]
     best_rec, best_ms = m["recall"][:, j_best], m["ms"][:, j_best]
@@ -186,7 +186,7 @@ def score(choice, j_best, m, paired=True):
         "diff": float(rec.mean() - best_rec.mean()),
         "ci95": b["ci95"],
         "ms_ratio": float(ms.mean() / best_ms.mean()),
-        "met": bool(rec.mean() >= best_rec.mean() - 0.005 and ms.mean() <= best_ms.mean()),
+        "met": bool(rec.mean() >= best_rec.mean() - tol and ms.mean() <= best_ms.mean()),
     }
 
 

@@ -33,9 +33,9 @@ import numpy as np
 if not __package__:  # `python benchmarks/...py`: put the repository root on sys.path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.bench_loco_shift import score  # noqa: E402
 from benchmarks.common import finish, new_result, require_db  # noqa: E402
 from r2adapter.config import kway_params  # noqa: E402
-from r2adapter.evaluate.stats import paired_bootstrap  # noqa: E402
 from r2adapter.kway.loco import (  # noqa: E402
     _best_fixed,
     _choice,
@@ -102,19 +102,6 @@ def swap_checks(nested: Rows, margins: Sequence[float], tol: float) -> dict[str,
     return out
 
 
-def held_out_score(choice: np.ndarray, j: int, m: dict[str, np.ndarray], tol: float) -> dict:
-    rr = np.arange(len(choice))
-    rec, ms = m["recall"][rr, choice], m["ms"][rr, choice]
-    best_rec, best_ms = m["recall"][:, j], m["ms"][:, j]
-    return {
-        "recall": float(rec.mean()),
-        "diff": float(rec.mean() - best_rec.mean()),
-        "ci95": paired_bootstrap(rec, best_rec)["ci95"],
-        "ms_ratio": float(ms.mean() / best_ms.mean()),
-        "met": bool(rec.mean() >= best_rec.mean() - tol and ms.mean() <= best_ms.mean()),
-    }
-
-
 def main() -> int:
     require_db()
     every = kway_params()
@@ -149,7 +136,7 @@ def main() -> int:
             res[name] = {
                 "margin": margin,
                 "best_fixed": names[j],
-                **held_out_score(ch, j, d.m, tol),
+                **score(ch, j, d.m, tol=tol),
             }
             h = res[name]
             print(
