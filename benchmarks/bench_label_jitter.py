@@ -37,7 +37,7 @@ if not __package__:  # `python benchmarks/...py`: put the repository root on sys
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.bench_label_load import _union_router  # noqa: E402
-from benchmarks.common import arg_parser, finish, new_result, require_db  # noqa: E402
+from benchmarks.common import arg_parser, die, finish, new_result, require_db  # noqa: E402
 
 SIGMAS = {"query": (0.05, 0.15), "step": (0.03, 0.06)}
 PRICED = {"query": "measured", "step": "cpu_median"}
@@ -73,10 +73,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
     datasets = [d for d in args.dataset.split(",") if d]
+    if not datasets:
+        die("--dataset names no corpus")
     if args.noise == "step" and args.out.name == "label_jitter.json":
         tag = "union" if len(datasets) > 1 else datasets[0]
         args.out = args.out.with_name(f"label_jitter_step_{tag}.json")
     from r2adapter.config import kway_params
+    from r2adapter.errors import R2AError
     from r2adapter.index.encoder import get_encoder
     from r2adapter.kway.features import KwayFeatures
     from r2adapter.kway.labels import read_strategy_labels
@@ -86,7 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     trials = 3 if args.quick else args.trials
     p = kway_params() if args.cap_penalty is None else kway_params(cap_penalty=args.cap_penalty)
     mode = PRICED[args.noise]
-    labels = {d: read_strategy_labels(d, replace(p, route=())) for d in datasets}
+    try:
+        labels = {d: read_strategy_labels(d, replace(p, route=())) for d in datasets}
+    except R2AError as e:
+        die(str(e))
     xs = {}
     for d in datasets:
         questions = [lab.question for lab in labels[d]]

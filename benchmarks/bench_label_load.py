@@ -43,7 +43,16 @@ import numpy as np
 if not __package__:  # `python benchmarks/bench_label_load.py`: the repository root on sys.path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import arg_parser, finish, loadavg, met, new_result, require_db  # noqa: E402
+from benchmarks.common import (  # noqa: E402
+    arg_parser,
+    die,
+    finish,
+    indexed_datasets,
+    loadavg,
+    met,
+    new_result,
+    require_db,
+)
 
 TARGET_AGREEMENT = 0.95
 HOG = "while True: pass"
@@ -185,6 +194,10 @@ def main(argv: list[str] | None = None) -> int:
     from r2adapter.retrieve.graph_index import GRAPHS
 
     require_db()
+    datasets = [d for d in args.dataset.split(",") if d]
+    if not datasets:
+        die("--dataset names no corpus")
+    indexed_datasets(datasets, [])
     cores = len(os.sched_getaffinity(0))
     hogs = args.hogs or cores
     p = kway_params(cost="calibrated")
@@ -194,7 +207,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         p, limit = replace(p, calibration_queries=20), 200
     result = new_result("label_load", args.quick, hogs=hogs, cores=cores, load=args.load)
-    datasets = [d for d in args.dataset.split(",") if d]
     result["dataset"] = "+".join(datasets)
     result["cap_penalty"] = p.cap_penalty
     runs: dict[str, Any] = {}
