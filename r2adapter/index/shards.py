@@ -29,7 +29,14 @@ from multiprocessing import get_context
 from r2adapter.data.adapters import load_dataset
 from r2adapter.data.schema import Extraction, Passage
 from r2adapter.errors import R2AError
-from r2adapter.index.build import IndexExtension, IndexReport, Log, build_index, make_openie
+from r2adapter.index.build import (
+    IndexExtension,
+    IndexReport,
+    Log,
+    build_index,
+    make_openie,
+    shared_index,
+)
 from r2adapter.index.encoder import Encoder, get_encoder
 from r2adapter.index.graph import build_parts
 from r2adapter.index.openie import OpenIE
@@ -160,6 +167,9 @@ def build_sharded(
     threads = max(1, cores // workers)
     t0 = time.perf_counter()
     name = load_corpus(dataset)
+    shared = shared_index(name, log)
+    if shared is not None:  # another dataset's index holds this corpus: nothing to shard
+        return shared
     log(f"{name}: {n_shards} shards in {workers} processes, {threads} thread(s) each")
     # one single-process pool per worker slot, its shards in turn: a crashed process is
     # then always the shard that slot was running

@@ -52,7 +52,10 @@ BUDGETS = tuple(round(b, 2) for b in np.linspace(0.0, 1.0, 11))
 
 
 def _costs(m: dict[str, np.ndarray], rows: np.ndarray | slice = slice(None)) -> Costs:
-    return Costs(m["recall"][rows], m["ms"][rows], m["passages"][rows])
+    """The cascade's outcomes: recall, the cost under the matrix's profile (what its budget
+    caps: r2adapter/kway/costs.py) and passages."""
+    cost = m["cost"] if "cost" in m else m["ms"]
+    return Costs(m["recall"][rows], cost[rows], m["passages"][rows])
 
 
 def _embed(labels: Sequence[StrategyLabel]) -> np.ndarray:

@@ -23,6 +23,7 @@ from tqdm import tqdm
 from r2adapter.config import KwayParams, kway_params, label_params, settings
 from r2adapter.data.metrics import full_chain, recall_at_k
 from r2adapter.errors import R2AError
+from r2adapter.kway.costs import reader_prices, strategy_llm_calls
 from r2adapter.kway.strategies import (
     Strategy,
     base_retrievers,
@@ -39,13 +40,18 @@ FORMAT = 1  # bumped when a record's fields change: an older file asks for a rel
 
 @dataclass(frozen=True)
 class Outcome:
-    """One strategy on one query."""
+    """One strategy on one query: `tokens` its passages' tokens in the retrieval encoder's
+    tokenizer (context size), `prompt_tokens` the whole prompt the reader is sent in the
+    reader's tokenizer (r2adapter/kway/costs.py), `llm_calls` the calls the strategy makes
+    itself."""
 
     passages: list[str]
     recall: float
     full: float
     tokens: int
     ms: float
+    prompt_tokens: int = 0
+    llm_calls: int = 0
 
 
 @dataclass
@@ -71,6 +77,11 @@ class StrategyLabel:
     # kway.cost cpu_median: each step's median CPU ms over the file (`median_cpu_prices`),
     # the same for every query; not stored (the file's cpu_ms give it again)
     median_cpu_ms: dict[str, float] = field(default_factory=dict)
+    # the reader's prompt (r2adapter/kway/costs.py `reader_prices`): the tokens of the
+    # instructions and the question, and each ranked passage's; not stored (the passages'
+    # texts in Postgres give them again, in whatever reader's tokenizer is configured)
+    overhead_tokens: int = 0
+    reader_tokens: dict[str, int] = field(default_factory=dict)
 
     def prices(self, cost: str) -> dict[str, float]:
         """Each step's ms as `kway.cost` prices it: wall (`measured`), CPU (`cpu`), the
@@ -143,6 +154,8 @@ def evaluate_outcomes(
             full_chain(got, lab.gold, s.k),
             int(sum(lab.tokens.get(p, 0) for p in got)),
             strategy_ms(s, lab.prices(cost)),
+            lab.overhead_tokens + int(sum(lab.reader_tokens.get(p, 0) for p in got)),
+            strategy_llm_calls(s),
         )
     best = max(o.recall for o in lab.outcomes.values())
     lab.suitable = [s.name for s in table if lab.outcomes[s.name].recall >= best - 1e-9]
@@ -313,10 +326,12 @@ def export_strategy_labels(
 
 
 def read_strategy_labels(
-    dataset: str, p: KwayParams | None = None, path: Path | None = None
+    dataset: str, p: KwayParams | None = None, path: Path | None = None, reader: bool = True
 ) -> list[StrategyLabel]:
     """The labels with every strategy of today's table evaluated (a strategy over a retriever
-    the file does not rank, or a file from before the table: a one-line relabel request)."""
+    the file does not rank, or a file from before the table: a one-line relabel request);
+    `reader`: each strategy's reader prompt counted too (the passages' texts are read from
+    Postgres: kway/costs.py)."""
     p = p or kway_params()
     table = strategy_table(p.strategies)
     path = path or strategy_label_path(dataset)
@@ -350,15 +365,22 @@ def read_strategy_labels(
         out.append(lab)
     if p.cost == "cpu_median":
         median_cpu_prices(out)
+    if reader:
+        reader_prices(dataset, out)
     for lab in out:
         evaluate_outcomes(lab, table, p.rrf_k, p.cost)
     return out
 
 
 def outcome_matrix(
-    labels: Sequence[StrategyLabel], table: Sequence[Strategy]
+    labels: Sequence[StrategyLabel], table: Sequence[Strategy], profile: str | None = None
 ) -> dict[str, np.ndarray]:
-    """(n, S) arrays of recall, full chain, passages, tokens, ms, and suitable (bool)."""
+    """(n, S) arrays of recall, full chain, passages, tokens, ms, the reader's prompt
+    tokens, LLM calls, `cost` (what the query costs under the cost profile `profile`,
+    default params.yaml cost.profile: r2adapter/kway/costs.py) and suitable (bool); and
+    `ms_price` (0-d): what one ms of routing costs in that profile."""
+    from r2adapter.config import cost_params
+
     names = [s.name for s in table]
 
     def grid(attr: str) -> np.ndarray:
@@ -366,11 +388,19 @@ def outcome_matrix(
             [[getattr(lab.outcomes[n], attr) for n in names] for lab in labels], dtype=np.float64
         )
 
+    cp = cost_params()
+    prof = cp.priced(profile)
+    ms, prompt, calls = grid("ms"), grid("prompt_tokens"), grid("llm_calls")
+    answer = cp.answer_tokens + calls * cp.llm_call_answer_tokens
     return {
         "recall": grid("recall"),
         "full": grid("full"),
         "tokens": grid("tokens"),
-        "ms": grid("ms"),
+        "ms": ms,
+        "prompt_tokens": prompt,
+        "llm_calls": calls,
+        "cost": prof.price(ms, prompt + calls * cp.llm_call_prompt_tokens, answer),
+        "ms_price": np.asarray(prof.per_ms),
         "passages": np.array([[len(lab.outcomes[n].passages) for n in names] for lab in labels]),
         "suitable": np.array([[n in lab.suitable for n in names] for lab in labels], dtype=bool),
     }

@@ -31,7 +31,8 @@ class DenseRetriever(Retriever):
         version = require_version(dataset)
         check_encoder(version, self.encoder)
         vt = vector_type(self.encoder.dim)
-        # dataset and encoder as literals so the planner can match the partial index
+        # dataset and encoder as literals so the planner can match the partial index; the
+        # index's dataset (a query set over another dataset's corpus reads that one's)
         self._sql = sql.SQL(
             "SELECT e.passage_id, 1 - (e.embedding::{vt} <=> %(q)s::{vt}) AS score, p.title, p.text"
             " FROM (SELECT passage_id, embedding FROM passage_embeddings"
@@ -39,7 +40,7 @@ class DenseRetriever(Retriever):
             "       ORDER BY embedding::{vt} <=> %(q)s::{vt} LIMIT %(k)s) e"
             " JOIN passages p ON p.dataset = {ds} AND p.id = e.passage_id"
             " ORDER BY score DESC"
-        ).format(vt=vt, ds=sql.Literal(dataset), enc=sql.Literal(self.encoder.name))
+        ).format(vt=vt, ds=sql.Literal(version.dataset), enc=sql.Literal(self.encoder.name))
         self._ef = graph_params().hnsw_ef_search
 
     def retrieve(self, query: str, k: int = 5, qvec: np.ndarray | None = None) -> list[Hit]:

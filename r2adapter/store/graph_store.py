@@ -167,7 +167,8 @@ def save_text_embeddings(encoder: str, kind: str, texts: Sequence[str], emb: np.
 # ---- index versions --------------------------------------------------------------------
 
 
-def latest_version(dataset: str) -> IndexVersion | None:
+def own_version(dataset: str) -> IndexVersion | None:
+    """The latest index version built for `dataset` itself."""
     with connection() as conn:
         row = conn.execute(
             "SELECT id, dataset, encoder, dim, openie, signature, counts FROM index_versions"
@@ -175,6 +176,39 @@ def latest_version(dataset: str) -> IndexVersion | None:
             (dataset,),
         ).fetchone()
     return IndexVersion(*row) if row else None
+
+
+def corpus_twin(dataset: str) -> str | None:
+    """An indexed dataset whose stored corpus is `dataset`'s, recognised by content: the same
+    passage ids (an id is md5(title + "\\n" + text), so the same set is the same texts). A
+    query set over an already indexed corpus (musique_dev_mixed over musique_dev's
+    paragraphs) is served from that index and never indexed twice. None when no indexed
+    dataset holds the same corpus (or `dataset` has no passages)."""
+    with connection() as conn:
+        row = conn.execute(
+            "WITH mine AS (SELECT count(*) AS n, md5(string_agg(id, ',' ORDER BY id)) AS h"
+            "              FROM passages WHERE dataset = %(d)s)"
+            " SELECT p.dataset FROM passages p"
+            " WHERE p.dataset <> %(d)s"
+            "   AND p.dataset IN (SELECT DISTINCT dataset FROM index_versions)"
+            " GROUP BY p.dataset"
+            " HAVING count(*) = (SELECT n FROM mine) AND (SELECT n FROM mine) > 0"
+            "   AND md5(string_agg(p.id, ',' ORDER BY p.id)) = (SELECT h FROM mine)"
+            " ORDER BY p.dataset LIMIT 1",
+            {"d": dataset},
+        ).fetchone()
+    return str(row[0]) if row else None
+
+
+def latest_version(dataset: str) -> IndexVersion | None:
+    """The index `dataset` is served from: its own latest version, else (never indexed
+    itself) the latest version of the indexed dataset holding the same corpus
+    (`corpus_twin`; the version's `dataset` then names that one)."""
+    own = own_version(dataset)
+    if own is not None:
+        return own
+    twin = corpus_twin(dataset)
+    return own_version(twin) if twin else None
 
 
 def require_version(dataset: str) -> IndexVersion:
