@@ -239,6 +239,7 @@ def test_evaluate_decomposition_without_an_index(tmp_path: Path) -> None:
         best = max(r["systems"]["echo1"][metric], r["systems"]["echo2"][metric])
         assert p["diff"] == pytest.approx(r["systems"]["structural"][metric] - best)
         assert p["ci95"][0] <= p["diff"] <= p["ci95"][1]
+    assert all(v["parse_rate"] == 1.0 for v in r["parsed_by_all"].values())
     both = evaluate_decompositions([str(folder)])
     assert both["copy_share"] == COPY_SHARE and list(both["corpora"]) == [str(folder)]
 

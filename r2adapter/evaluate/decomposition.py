@@ -108,8 +108,9 @@ def compare(
     gold: Mapping[str, GoldChain], rewrites: Mapping[str, Sequence[Triplet]], name: str
 ) -> dict[str, Any]:
     """`name`'s rewrites and the echo baselines scored on the questions of `gold` that
-    `rewrites` holds (an empty rewrite: unparsed): `systems` (each one's summary) and
-    `paired` (per metric, `name` minus the better echo: `against`, `diff`, `ci95`)."""
+    `rewrites` holds (an empty rewrite: unparsed): `systems` (each one's summary), `paired`
+    (per metric, `name` minus the better echo: `against`, `diff`, `ci95`) and
+    `parsed_by_all` (each one's summary on the questions that every system parsed)."""
     ids = [q for q in gold if q in rewrites]
     scores = {s: ChainScore() for s in (name, *BASELINES)}
     for qid in ids:
@@ -118,12 +119,15 @@ def compare(
         for b, echo in BASELINES.items():
             scores[b].add(echo(chain.question), chain)
     systems = {s: sc.summary() for s, sc in scores.items()}
+    # the questions every system parsed: what each writes where all of them write something
+    both = [i for i in range(len(ids)) if all(sc.rows[i].parsed for sc in scores.values())]
+    on_parsed = {s: ChainScore([sc.rows[i] for i in both]).summary() for s, sc in scores.items()}
     paired: dict[str, Any] = {}
     if ids:
         for metric in METRICS:
             better = max(BASELINES, key=lambda b: systems[b][metric])  # a tie: echo1
             paired[metric] = {"against": better, **_paired(scores[name], scores[better], metric)}
-    return {"n_gold": len(ids), "systems": systems, "paired": paired}
+    return {"n_gold": len(ids), "systems": systems, "paired": paired, "parsed_by_all": on_parsed}
 
 
 def decomposition_scores(
