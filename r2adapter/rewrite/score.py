@@ -56,7 +56,7 @@ the chain starts from, which hop asks what, and that a hop asks one thing.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -215,7 +215,7 @@ class GoldChain:
         return len(held) > COPY_SHARE * len(self.asked) and not held <= stems(hop.relation_words())
 
 
-def musique_hops(decomposition: Sequence[dict[str, object]], question: str = "") -> GoldChain:
+def musique_hops(decomposition: Sequence[Mapping[str, object]], question: str = "") -> GoldChain:
     """MuSiQue's `question_decomposition` as a gold chain; a sub-question in words keeps as
     its relation its words less its entity (the `#k` reference and the words that are names
     in it or in the `question`) and less question and stop words."""
