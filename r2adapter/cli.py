@@ -382,6 +382,21 @@ def _evaluate_corpora(args: argparse.Namespace) -> int:
     return 0
 
 
+def _evaluate_decomposition(args: argparse.Namespace) -> int:
+    """`r2a evaluate decomposition`: the structural rewriter against the echo baselines on
+    each corpus's gold chains, no index needed (issue 40)."""
+    from r2adapter.evaluate.decomposition import evaluate_decompositions, table_lines
+
+    r = evaluate_decompositions(args.dataset or None)
+    if _emit(args, r):
+        return 0
+    for line in table_lines(r):
+        print(line)
+    if args.report:
+        print(f"  saved: {args.report}")
+    return 0
+
+
 def _evaluate_routing(args: argparse.Namespace) -> int:
     from r2adapter import steps
     from r2adapter.evaluate.reports import RoutingReport
@@ -750,6 +765,20 @@ def build_parser() -> argparse.ArgumentParser:
     ec.add_argument("--budget", type=float, default=None, help="k-way cost budget in [0, 1]")
     ec.add_argument("--json", action="store_true")
     ec.set_defaults(func=_evaluate_corpora)
+
+    ed = esub.add_parser(
+        "decomposition",
+        help="the structural rewriter against the echo baselines (the question as one or two "
+        "triplets) on each corpus's gold chains; needs no index",
+    )
+    ed.add_argument(
+        "--dataset",
+        action="append",
+        help="a corpus with gold chains (repeat; default: every shipped one that has them)",
+    )
+    ed.add_argument("--json", action="store_true")
+    ed.add_argument("--report", help="also write the figures as JSON to this file")
+    ed.set_defaults(func=_evaluate_decomposition)
 
     cat = sub.add_parser("catrag", help="CatRAG: train its learned tier source")
     csub = cat.add_subparsers(dest="catrag_command", required=True)

@@ -46,18 +46,18 @@ def test_hand_checked_set_is_fifty_real_questions() -> None:
 
 
 def test_musique_hops_read_both_forms() -> None:
-    hops = musique_hops(
+    chain = musique_hops(
         [
             {"question": "Van Hook Township >> located in the administrative territorial entity"},
             {"question": "#1 >> capital"},
         ]
     )
-    assert hops[0] == GoldHop(
+    assert chain.hops[0] == GoldHop(
         "Van Hook Township", "located in the administrative territorial entity"
     )
-    assert hops[1].entity == "" and not hops[1].named
+    assert chain.hops[1].entity == "" and not chain.hops[1].named
     words = musique_hops([{"question": "who played susan walker in miracle on 34th street"}])
-    assert words[0].named and words[0].text
+    assert words.hops[0].named and words.hops[0].text
 
 
 def test_a_right_chain_scores_one_and_a_wrong_head_zero() -> None:
@@ -65,7 +65,8 @@ def test_a_right_chain_scores_one_and_a_wrong_head_zero() -> None:
         [
             {"question": "Van Hook Township >> located in the administrative territorial entity"},
             {"question": "#1 >> capital"},
-        ]
+        ],
+        "What is the seat of the county where Van Hook Township is located?",
     )
     right = [
         ("Van Hook Township", "county", "<county of Van Hook Township>"),
@@ -83,19 +84,25 @@ def test_a_right_chain_scores_one_and_a_wrong_head_zero() -> None:
         "n_scored": 1,
         "parse_rate": 0.0,
         "first_hop_accuracy": 0.0,
+        "first_head_accuracy": 0.0,
         "chain_precision": 0.0,
         "chain_recall": 0.0,
     }
 
 
 def test_relations_match_by_stem_and_listed_alternatives() -> None:
-    assert relation_matches("directed", GoldHop("X", "director|directed"))
-    assert relation_matches("date of birth", GoldHop("X", "born|date of birth"))
-    assert not relation_matches("of", GoldHop("X", "director"))
+    chain = triplet_hops([["X", "director|directed", "?"]], "Who directed X?")
+    assert relation_matches("directed", chain.hops[0], chain)
+    born = triplet_hops([["X", "born|date of birth", "?"]], "When was X born?")
+    assert relation_matches("date of birth", born.hops[0], born)
+    assert not relation_matches("of", chain.hops[0], chain)
 
 
 def test_comparison_first_hop_is_either_entity() -> None:
-    gold = triplet_hops([["Catasetum", "family", "?"], ["Origanum", "family", "?"]])
+    gold = triplet_hops(
+        [["Catasetum", "family", "?"], ["Origanum", "family", "?"]],
+        "Are Catasetum and Origanum of the same family?",
+    )
     assert first_hop_right([("Origanum", "family", "?")], gold)
 
 
@@ -158,5 +165,11 @@ def test_rewrite_block_scores_against_gold(monkeypatch: pytest.MonkeyPatch) -> N
     assert out["gold_source"] == "hand_checked" and out["n_gold"] == 10
     for k in ("first_hop_accuracy", "chain_precision", "chain_recall", "parse_rate"):
         assert 0.0 <= out[k] <= 1.0
+    # the echo baselines on the same ten questions, and the rewriter less the better one
+    assert set(out["baselines"]) == {"echo1", "echo2"}
+    assert all(b["n_scored"] == 10 for b in out["baselines"].values())
+    prec = out["paired_better_echo"]["chain_precision"]
+    best = max(b["chain_precision"] for b in out["baselines"].values())
+    assert prec["diff"] == pytest.approx(out["chain_precision"] - best)
     none = decomposition.decomposition_scores("no_such_dataset", ["a"], results[:1])
     assert none["n_gold"] == 0 and none["gold_source"] is None

@@ -505,8 +505,9 @@ def evaluate_retrieval(
 def _decomposition(
     dataset: str, queries: list[Query], results: list[Any], rewrite: str
 ) -> dict[str, Any]:
-    """Issue 24's scores of the decompositions against the dataset's gold chains (none
-    when nothing was rewritten); a corpus on which nothing parsed says so."""
+    """Issue 24's scores of the decompositions against the dataset's gold chains, beside
+    the echo baselines on the same questions (issue 40; none when nothing was rewritten); a
+    corpus on which nothing parsed says so."""
     if rewrite == "none" or not results:
         return {}
     from r2adapter.evaluate.decomposition import decomposition_scores

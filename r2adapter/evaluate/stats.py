@@ -4,10 +4,13 @@
 - `mean_interval(d)`: the same interval for per-query differences already taken.
 - `ratio_interval(a, b)`: sum(a) / sum(b) (a routed cost against a fixed strategy's) and its
   95% paired bootstrap interval.
+- `ratio_difference(num_a, den_a, num_b, den_b)`: the difference of two pooled rates over the
+  same queries (a chain precision, matched ÷ predicted triplets, of two rewriters) and its
+  95% paired bootstrap interval.
 - `mcnemar(wins, losses)`: McNemar's two-sided test on the discordant pairs (exact binomial
   for small counts); `discordant(a, b)` counts them.
 
-The bootstrap, for all three: `n_boot` (2000) resamples of the query indices with
+The bootstrap, for all four: `n_boot` (2000) resamples of the query indices with
 replacement, drawn at once by `numpy.random.default_rng(seed).integers(0, n, (n_boot, n))`,
 so a query's two figures are always resampled together; the interval is the 2.5th and
 97.5th percentile (numpy's linear interpolation) of the resampled statistic. The same seed,
@@ -74,6 +77,34 @@ def ratio_interval(
     boots = a[idx].sum(axis=1) / np.maximum(b[idx].sum(axis=1), 1e-12)
     lo, hi = np.percentile(boots, [2.5, 97.5])
     return {"ratio": float(a.sum() / b.sum()), "ci95": [float(lo), float(hi)], "n": len(a)}
+
+
+def ratio_difference(
+    num_a: Sequence[float] | np.ndarray,
+    den_a: Sequence[float] | np.ndarray,
+    num_b: Sequence[float] | np.ndarray,
+    den_b: Sequence[float] | np.ndarray,
+    seed: int = SEED,
+    n_boot: int = N_BOOT,
+) -> dict[str, Any]:
+    """sum(num_a) / sum(den_a) − sum(num_b) / sum(den_b) over the same queries (two pooled
+    rates: each query weighs by its denominator) and its 95% paired bootstrap interval:
+    `{"diff": d, "ci95": [lo, hi]}`. A resample whose denominator is 0 has rate 0."""
+    arrs = [np.asarray(x, dtype=np.float64) for x in (num_a, den_a, num_b, den_b)]
+    if any(x.shape != arrs[0].shape for x in arrs) or arrs[0].ndim != 1 or not len(arrs[0]):
+        raise ValueError("ratio_difference needs four equal-length, non-empty 1-d arrays")
+    na, da, nb, db = arrs
+
+    def rate(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+        return np.divide(num, den, out=np.zeros_like(num), where=den > 0)
+
+    idx = _resample(len(na), seed, n_boot)
+    boots = rate(na[idx].sum(1), da[idx].sum(1)) - rate(nb[idx].sum(1), db[idx].sum(1))
+    diff = rate(na.sum(keepdims=True), da.sum(keepdims=True)) - rate(
+        nb.sum(keepdims=True), db.sum(keepdims=True)
+    )
+    lo, hi = np.percentile(boots, [2.5, 97.5])
+    return {"diff": float(diff[0]), "ci95": [float(lo), float(hi)]}
 
 
 def discordant(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> tuple[int, int]:

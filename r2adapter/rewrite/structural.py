@@ -349,6 +349,14 @@ def _names(doc: Any) -> list[Any]:
     return [s for s in spans if s.text.casefold() not in _WH]
 
 
+def named_spans(question: str) -> list[tuple[int, int]]:
+    """The character offsets of a (normalised) question's named spans, in order: the spans
+    the parse climbs from (`_names`)."""
+    with _nlp_lock:
+        doc = parser()(question)
+    return [(s.start_char, s.end_char) for s in _names(doc)]
+
+
 def _phrase(tok: Any) -> str:
     """A relation noun with its compounds and adjectives ("government position")."""
     mods = [c for c in tok.lefts if c.dep_ in ("compound", "amod") and c.pos_ != "PROPN"]
