@@ -341,16 +341,21 @@ def _evaluate_kway(args: argparse.Namespace) -> int:
     from r2adapter import steps
 
     two_way = tuple(args.routers.split(",")) if args.routers is not None else None
-    r = steps.evaluate_kway(args.dataset, args.protocol, args.budget, two_way=two_way)
+    r = steps.evaluate_kway(
+        args.dataset, args.protocol, args.budget, two_way=two_way, profile=args.cost_profile
+    )
     if _emit(args, r):
         return 0
     print(
         f"{r['dataset']}, protocol {r['protocol']}: {r['n_queries']} queries, budget {r['budget']}"
     )
+    if r.get("cost_unit"):
+        print(f"  cost: {r.get('cost_profile')}, {r['cost_unit']}")
     for name, m in r["routers"].items():  # type: ignore[attr-defined]
         print(
             f"  {name:<18} recall {m['recall']:.3f}  fcr {m['fcr']:.3f}  passages "
             f"{m['mean_passages']:.2f}  tokens {m['mean_tokens']:.0f}  ms {m['mean_ms']:.1f}  "
+            f"cost {m.get('mean_cost', float('nan')):.4g}  "
             f"graph {m.get('graph_usage', float('nan')):.2f}  routing p50 "
             f"{m.get('latency_ms_p50', float('nan')):.2f} ms"
         )
@@ -405,6 +410,8 @@ def _evaluate_routing(args: argparse.Namespace) -> int:
         return _evaluate_kway(args)
     if args.budget is not None:
         raise R2AError("--budget applies to --protocol cv5|test|all (the k-way report)")
+    if args.cost_profile is not None:
+        raise R2AError("--cost-profile applies to --protocol loco (the k-way report)")
     r = RoutingReport(
         steps.evaluate_routing(args.dataset, args.split, args.rule, args.calibrate_usage)
     ).to_report()
@@ -744,6 +751,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="k-way cost budget in [0, 1] (default: kway.budget in params.yaml; with "
         "--protocol loco the served point's, kway_served)",
+    )
+    eo.add_argument(
+        "--cost-profile",
+        default=None,
+        metavar="NAME",
+        help="with --protocol loco: the cost profile the routers train and are judged under "
+        "(retrieval, tokens, gpu, local; default params.yaml cost.profile); every report "
+        "gives the cost under each profile too",
     )
     eo.add_argument(
         "--routers",

@@ -516,6 +516,14 @@ class KwayParams:
     quality_budget: float = 1.0
     quality_margins: tuple[float, ...] = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3)
     transfer_tolerance: float = 0.005
+    # leave one corpus out (`--protocol loco`, issue 40): the route set, budget and margin
+    # of the `kway` row are chosen inside each fold, on nested transfers between the
+    # training corpora alone (kway/loco.py `choose_point`): each route a comma-joined list
+    # of strategies, each budget a share of its cost range; a point "holds" when its worst
+    # nested recall gap against the best fixed strategy (<= max_passages) is >= -loco_tolerance
+    route_candidates: tuple[str, ...] = ()
+    budget_candidates: tuple[float, ...] = (0.3, 0.5, 0.7, 1.0)
+    loco_tolerance: float = 0.01
     # no head confident: `best`, the best single strategy within the passage budget;
     # `affordable`, the best one whose mean ms is also within the cost cap; `searched`,
     # whichever of the two the validation search scores higher (with the thresholds)

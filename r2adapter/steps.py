@@ -206,6 +206,7 @@ def evaluate_kway(
     budget: float | None = None,
     save: bool = True,
     two_way: Sequence[str] | None = None,
+    profile: str | None = None,
 ) -> dict[str, object]:
     """Every router and strategy on the quality–cost plane (`r2a evaluate routing
     --protocol`); saved (JSON and plot under reports/routing/) and logged to MLflow. The
@@ -225,9 +226,11 @@ def evaluate_kway(
     if protocol == "loco":  # leave one corpus out (issue 24): kway only
         from r2adapter.kway.loco import loco_report
 
-        report = loco_report(name, budget)
+        report = loco_report(name, budget, profile=profile)
         _loco_adr(name, report)
     else:
+        if profile is not None:
+            raise R2AError("--cost-profile applies to --protocol loco")
         plane = kway_plane(name, protocol, budget)
         report = plane_report(plane, champion_router, kinds, extra=(merge_adr_rows,))
     if save:

@@ -326,12 +326,17 @@ def export_strategy_labels(
 
 
 def read_strategy_labels(
-    dataset: str, p: KwayParams | None = None, path: Path | None = None, reader: bool = True
+    dataset: str,
+    p: KwayParams | None = None,
+    path: Path | None = None,
+    reader: bool | None = None,
 ) -> list[StrategyLabel]:
     """The labels with every strategy of today's table evaluated (a strategy over a retriever
     the file does not rank, or a file from before the table: a one-line relabel request);
-    `reader`: each strategy's reader prompt counted too (the passages' texts are read from
-    Postgres: kway/costs.py)."""
+    `reader` (default: for the dataset's own file, not for one read from `path`): each
+    strategy's reader prompt counted too, from the passages' texts in Postgres
+    (kway/costs.py), so that `outcome_matrix` prices the reader."""
+    reader = path is None if reader is None else reader
     p = p or kway_params()
     table = strategy_table(p.strategies)
     path = path or strategy_label_path(dataset)

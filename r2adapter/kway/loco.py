@@ -38,7 +38,7 @@ from r2adapter.evaluate.routing_report import (
     router_figures,
     with_two_way,
 )
-from r2adapter.evaluate.stats import paired_bootstrap
+from r2adapter.evaluate.stats import paired_bootstrap, ratio_interval
 from r2adapter.kway.cascade import choose
 from r2adapter.kway.evaluate import _embed, _features, _fit, _time_kway, calibrate_kway
 from r2adapter.kway.labels import outcome_matrix, read_strategy_labels, strategy_label_path
@@ -47,11 +47,30 @@ from r2adapter.kway.strategies import strategy_table
 
 def training_corpora(held_out: str, corpora: Sequence[str] | None = None) -> list[str]:
     """The corpora a leave-one-out router trains on: those given, else every shipped one
-    with strategy labels, less the held-out corpus."""
+    with strategy labels, less the held-out corpus and every query set over the same
+    passages (musique_dev_mixed is held out with musique_dev: `corpus_key`)."""
     from r2adapter.data.adapters import SHIPPED_DATASETS
 
     names = list(corpora) if corpora else list(SHIPPED_DATASETS)
-    return [c for c in names if c != held_out and strategy_label_path(c).is_file()]
+    held = corpus_key(held_out)
+    return [
+        c
+        for c in names
+        if c != held_out
+        and strategy_label_path(c).is_file()
+        and (held is None or corpus_key(c) != held)
+    ]
+
+
+def corpus_key(dataset: str) -> str | None:
+    """The stored corpus's identity (graph_store.corpus_key); None when the dataset is not
+    loaded or the database cannot be reached (then it is its own corpus)."""
+    from r2adapter.store.graph_store import corpus_key as key
+
+    try:
+        return key(dataset)
+    except R2AError:
+        return None
 
 
 @dataclass
@@ -65,25 +84,80 @@ class _Corpus:
     x: np.ndarray
     splits: np.ndarray
 
+    def rows(self, keep: np.ndarray) -> _Corpus:
+        """The same corpus on the rows `keep` only."""
+        return _Corpus(
+            [self.labels[i] for i in keep],
+            {k: v[keep] if v.ndim else v for k, v in self.m.items()},
+            self.qv[keep],
+            self.x[keep],
+            self.splits[keep],
+        )
 
-def _read(c: str, p_eval: KwayParams, table: Sequence[Any], features: Sequence[str]) -> _Corpus:
+
+def _read(
+    c: str,
+    p_eval: KwayParams,
+    table: Sequence[Any],
+    features: Sequence[str],
+    profile: str | None = None,
+) -> _Corpus:
     labels = read_strategy_labels(c, p_eval)
     qv = _embed(labels)
     x = _features(c, features, labels, qv)
     return _Corpus(
-        labels, outcome_matrix(labels, table), qv, x, np.array([lb.split for lb in labels])
+        labels,
+        outcome_matrix(labels, table, profile),
+        qv,
+        x,
+        np.array([lb.split for lb in labels]),
     )
 
 
 def read_corpora(
-    corpora: Sequence[str], every: KwayParams
+    corpora: Sequence[str], every: KwayParams, profile: str | None = None
 ) -> tuple[list[str], list[Any], dict[str, _Corpus]]:
     """The strategy table's names (every labelled strategy and the two-way routers'), the
-    table, and each corpus read over it."""
+    table, and each corpus read over it, priced under the cost profile `profile`."""
     names = with_two_way(every.strategies)
     table = strategy_table(names)
     p_eval = kway_params(strategies=tuple(names), budget=every.budget)
-    return names, table, {c: _read(c, p_eval, table, every.features) for c in corpora}
+    return names, table, {c: _read(c, p_eval, table, every.features, profile) for c in corpora}
+
+
+def corpus_groups(corpora: Sequence[str], data: dict[str, _Corpus]) -> dict[str, _Corpus]:
+    """The training corpora as one entry per stored corpus: query sets over the same
+    passages (2Wiki and 2wiki_mixed) joined, a query asked in both counted once."""
+    by_key: dict[str, list[str]] = {}
+    for c in corpora:
+        by_key.setdefault(corpus_key(c) or c, []).append(c)
+    out: dict[str, _Corpus] = {}
+    for members in by_key.values():
+        members = sorted(members, key=lambda c: -len(data[c].labels))
+        seen: set[str] = set()
+        parts = []
+        for c in members:
+            d = data[c]
+            keep = np.array(
+                [i for i, lab in enumerate(d.labels) if lab.query_id not in seen], dtype=int
+            )
+            seen.update(lab.query_id for lab in d.labels)
+            parts.append(d.rows(keep))
+        out["+".join(members)] = _concat(parts)
+    return out
+
+
+def _concat(parts: Sequence[_Corpus]) -> _Corpus:
+    if len(parts) == 1:
+        return parts[0]
+    m0 = parts[0].m
+    return _Corpus(
+        [lab for d in parts for lab in d.labels],
+        {k: np.concatenate([d.m[k] for d in parts]) if m0[k].ndim else m0[k] for k in m0},
+        np.vstack([d.qv for d in parts]),
+        np.vstack([d.x for d in parts]),
+        np.concatenate([d.splits for d in parts]),
+    )
 
 
 def _train(data: Sequence[_Corpus], cols: list[int], tk: list[Any], p: KwayParams, name: str):
@@ -108,10 +182,105 @@ def _choice(kr: Any, x: np.ndarray, margin: float, cols: list[int]) -> np.ndarra
 
 
 def _best_fixed(m: dict[str, np.ndarray], passages: float) -> int:
-    """The best fixed strategy handing the reader no more passages (ties: the cheaper)."""
-    rec, ms, ps = m["recall"].mean(0), m["ms"].mean(0), m["passages"].mean(0)
+    """The best fixed strategy handing the reader no more passages (ties: the cheaper
+    under the matrix's cost profile)."""
+    cost = m["cost"] if "cost" in m else m["ms"]
+    rec, ms, ps = m["recall"].mean(0), cost.mean(0), m["passages"].mean(0)
     fair = np.where(ps <= passages + 0.01)[0]
     return int(fair[np.lexsort((ms[fair], -rec[fair]))[0]])
+
+
+@dataclass(frozen=True)
+class Point:
+    """An operating point chosen inside a fold: the route, its budget, the margin."""
+
+    route: tuple[str, ...]
+    budget: float
+    margin: float
+
+
+def candidate_points(every: KwayParams) -> list[tuple[tuple[str, ...], float]]:
+    """(route, budget) pairs `kway.route_candidates` × `kway.budget_candidates` (none named:
+    the quality point of params.yaml alone)."""
+    routes = [tuple(x.strip() for x in r.split(",") if x.strip()) for r in every.route_candidates]
+    if not routes:
+        routes = [every.quality_route or every.route or every.strategies]
+        return [(routes[0], every.quality_budget if every.quality_route else every.budget)]
+    return [(r, b) for r in routes for b in every.budget_candidates]
+
+
+def choose_point(
+    groups: dict[str, _Corpus],
+    names: Sequence[str],
+    table: Sequence[Any],
+    every: KwayParams,
+) -> tuple[Point, list[dict[str, Any]]]:
+    """The `kway` row's route, budget and margin, chosen on the training corpora alone:
+    for every candidate (route, budget) and every ordered pair (A, B) of the training
+    corpora (query sets over one corpus joined: `corpus_groups`), a router trained on A is
+    transferred label-free to B and scored on B's labels at every margin of
+    `kway.quality_margins`, against B's best fixed strategy at ≤ `kway.max_passages`
+    passages. A point holds when its worst recall gap is ≥ −`kway.loco_tolerance`; among
+    those, the least mean cost ratio (ties: the better worst gap); when none holds, the
+    best worst gap."""
+    cands = candidate_points(every)
+    keys = list(groups)
+    if len(keys) < 2:
+        route, budget = cands[0]
+        return Point(route, budget, 0.0), []
+    rows: list[dict[str, Any]] = []
+    for route, budget in cands:
+        p = replace(every, route=route, budget=budget).routed()
+        cols = [names.index(s) for s in p.strategies]
+        tk = [table[j] for j in cols]
+        for a in keys:
+            router, _, _ = _train([groups[a]], cols, tk, p, a)
+            for b in keys:
+                if b == a:
+                    continue
+                d = groups[b]
+                kr = _transfer(router, d, cols, p, [])
+                j = _best_fixed(d.m, every.max_passages)
+                cost = d.m["cost"]
+                best_rec, best_cost = float(d.m["recall"][:, j].mean()), float(cost[:, j].mean())
+                rr = np.arange(len(d.labels))
+                for delta in every.quality_margins:
+                    ch = _choice(kr, d.x, float(delta), cols)
+                    rows.append(
+                        {
+                            "route": list(route),
+                            "budget": budget,
+                            "margin": float(delta),
+                            "train": a,
+                            "transfer_to": b,
+                            "recall": float(d.m["recall"][rr, ch].mean()),
+                            "mean_cost": float(cost[rr, ch].mean()),
+                            "best_fixed": table[j].name,
+                            "best_fixed_recall": best_rec,
+                            "best_fixed_cost": best_cost,
+                        }
+                    )
+    return pick_point(rows, every.loco_tolerance), rows
+
+
+def pick_point(rows: Sequence[dict[str, Any]], tolerance: float) -> Point:
+    """`choose_point`'s rule over its nested rows."""
+    by: dict[tuple[tuple[str, ...], float, float], list[dict[str, Any]]] = {}
+    for r in rows:
+        by.setdefault((tuple(r["route"]), r["budget"], r["margin"]), []).append(r)
+
+    def gap(rs: list[dict[str, Any]]) -> float:
+        return round(min(r["recall"] - r["best_fixed_recall"] for r in rs), 9)
+
+    def ratio(rs: list[dict[str, Any]]) -> float:
+        return float(np.mean([r["mean_cost"] / max(r["best_fixed_cost"], 1e-12) for r in rs]))
+
+    holds = [k for k, rs in by.items() if gap(rs) >= -tolerance - 1e-12]
+    if holds:
+        key = min(holds, key=lambda k: (round(ratio(by[k]), 6), -gap(by[k]), k[2]))
+    else:
+        key = max(by, key=lambda k: (gap(by[k]), -ratio(by[k]), -k[2]))
+    return Point(key[0], key[1], key[2])
 
 
 def nested_margin(
@@ -197,10 +366,19 @@ def operating_points(
 
 
 def loco_report(
-    dataset: str, budget: float | None = None, corpora: Sequence[str] | None = None
+    dataset: str,
+    budget: float | None = None,
+    corpora: Sequence[str] | None = None,
+    profile: str | None = None,
 ) -> dict[str, Any]:
+    """`dataset` held out (with every query set over its passages); `profile` the cost
+    profile the routers train and are judged under (default params.yaml cost.profile)."""
+    from r2adapter.config import COST_PROFILES, cost_params
+
     if budget is not None and not 0.0 <= budget <= 1.0:
         raise R2AError(f"--budget must be in [0, 1], not {budget}")
+    prices = cost_params()
+    prof = prices.priced(profile)
     every = kway_params() if budget is None else kway_params(budget=budget)
     train_on = training_corpora(dataset, corpora)
     if not train_on:
@@ -208,58 +386,80 @@ def loco_report(
             f"loco: no other corpus has strategy labels to train on; run `r2a label --dataset "
             f"C` for another corpus C (held out: {dataset})"
         )
-    names, table, data = read_corpora((*train_on, dataset), every)
+    names, table, data = read_corpora((*train_on, dataset), every, prof.name)
+    groups = corpus_groups(train_on, data)
+    pool = list(groups.values())
     held = data[dataset]
     m, n = held.m, len(held.labels)
+    qt = [lab.qtype for lab in held.labels]
     zero = np.zeros(n)
     routers: dict[str, dict[str, Any]] = {
-        f"always_{s.name}": router_figures(np.full(n, j), zero, m, table)
+        f"always_{s.name}": router_figures(np.full(n, j), zero, m, table, qt)
         for j, s in enumerate(table)
     }
-    notes: list[str] = []
+    notes: list[str] = [f"cost profile {prof.name}: {prof.unit} ({prof.source})"]
     points: dict[str, Any] = {}
     choices: dict[str, np.ndarray] = {}
-    runs = operating_points(every)
-    for row, point, pp, margins in runs:
-        p = pp.routed()
+    latencies: dict[str, np.ndarray] = {}
+    point, nested = choose_point(groups, names, table, every)
+    runs = [("kway", "chosen in the fold", point, nested)]
+    runs.append(("kway_served", "served", Point(every.routed().strategies, every.budget, 0.0), []))
+    for row, how, pt, rows in runs:
+        p = replace(every, route=pt.route, budget=pt.budget).routed()
         cols = [names.index(s) for s in p.strategies]
         tk = [table[j] for j in cols]
-        router, n_tr, n_va = _train([data[c] for c in train_on], cols, tk, p, "+".join(train_on))
-        margin, nested = nested_margin(train_on, margins, data, cols, tk, p)
+        router, n_tr, n_va = _train(pool, cols, tk, p, "+".join(groups))
         kr = _transfer(router, held, cols, p, notes)
-        choice = _choice(kr, held.x, margin, cols)
-        kr = kr.with_thresholds(np.clip(kr.tau + margin, 0.0, 1.0)).bind(dataset, graphs())
-        routers[row] = router_figures(choice, _time_kway(kr, held.labels, held.qv), m, table)
+        choice = _choice(kr, held.x, pt.margin, cols)
+        kr = kr.with_thresholds(np.clip(kr.tau + pt.margin, 0.0, 1.0)).bind(dataset, graphs())
+        latencies[row] = _time_kway(kr, held.labels, held.qv)
+        routers[row] = router_figures(choice, latencies[row], m, table, qt)
         choices[row] = choice
         points[row] = {
-            "point": point,
+            "point": how,
             "strategies": list(p.strategies),
             "budget": p.budget,
-            "transfer_margin": margin,
-            "nested": nested,
+            "transfer_margin": pt.margin,
+            "nested": rows,
         }
         notes.append(
-            f"{row}: {', '.join(p.strategies)} at budget {p.budget}, trained on "
-            f"{' + '.join(f'{c} ({len(data[c].labels)})' for c in train_on)} (heads on {n_tr} "
-            f"train, thresholds on {n_va} val queries); margin {margin:+.2f} chosen on "
-            f"{len(nested) // len(margins)} nested transfers; {dataset} held out"
+            f"{row} ({how}): {', '.join(p.strategies)} at budget {p.budget}, margin "
+            f"{pt.margin:+.2f}; trained on "
+            f"{' + '.join(f'{c} ({len(data[c].labels)})' for c in train_on)}"
+            f" (heads on {n_tr} train, thresholds on {n_va} val queries; a query asked in two"
+            f" query sets of one corpus counted once); {dataset} held out"
         )
         routers[f"oracle_routed{row[4:]}"] = router_figures(
-            oracle_choice(m, table, cols), zero, m, table
+            oracle_choice(m, table, cols), zero, m, table, qt
         )
-    routers["oracle"] = router_figures(oracle_choice(m, table, range(len(table))), zero, m, table)
+    routers["oracle"] = router_figures(
+        oracle_choice(m, table, range(len(table))), zero, m, table, qt
+    )
     paired = paired_rows(choices, m, table, routers)
     for row in choices:
-        paired.update(best_fixed_comparison(choices[row], m, table, routers, row))
+        cmp = best_fixed_comparison(choices[row], m, table, routers, row, latencies[row])
+        paired.update(cmp)
+        if cmp:
+            routers[row]["paired_best_fixed"] = next(iter(cmp.values()))
+    costs = {
+        name: {
+            row: float(_profile_cost(held, name, prices, choices[row], latencies[row]).mean())
+            for row in choices
+        }
+        for name in COST_PROFILES
+    }
     return {
         "dataset": dataset,
         "protocol": "loco",
+        "cost_profile": prof.name,
+        "cost_unit": prof.unit,
+        "costs_by_profile": costs,
         "n_queries": n,
         "trained_on": {c: len(data[c].labels) for c in train_on},
         "point": runs[0][1],
-        "budget": runs[0][2].budget,
+        "budget": point.budget,
         "max_passages": every.max_passages,
-        "strategies": list(runs[0][2].routed().strategies),
+        "strategies": list(point.route),
         "labelled_strategies": list(every.strategies),
         "points": points,
         "routers": routers,
@@ -270,20 +470,36 @@ def loco_report(
     }
 
 
+def _profile_cost(
+    d: _Corpus, profile: str, prices: Any, choice: np.ndarray, route_ms: np.ndarray
+) -> np.ndarray:
+    """Per query, what the chosen strategies cost under another profile."""
+    pr = prices.priced(profile)
+    rows = np.arange(len(choice))
+    m = d.m
+    calls = m["llm_calls"][rows, choice]
+    prompt = m["prompt_tokens"][rows, choice] + calls * prices.llm_call_prompt_tokens
+    answer = prices.answer_tokens + calls * prices.llm_call_answer_tokens
+    return np.asarray(pr.price(m["ms"][rows, choice] + route_ms, prompt, answer))
+
+
 def best_fixed_comparison(
     choice: np.ndarray,
     m: dict[str, np.ndarray],
     table: Sequence[Any],
     routers: dict[str, Any],
     row: str = "kway",
+    route_ms: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    """A k-way row against the best fixed strategy that hands the reader no more passages
-    (the issue's target: recall ≥ its − .005 at ≤ its mean ms), paired."""
-    k = routers[row]
+    """A k-way row against the best fixed strategy at ≤ 5 passages (`kway.max_passages`;
+    ties: the cheaper), paired on the same queries: the recall difference and the cost
+    ratio (under the matrix's profile), each with its 95% bootstrap interval. It "matches"
+    when the recall interval's lower bound is ≥ −.02, it is "cheaper" when the cost
+    ratio's upper bound is < 1."""
     fair = [
         (j, s)
         for j, s in enumerate(table)
-        if routers[f"always_{s.name}"]["mean_passages"] <= k["mean_passages"] + 0.01
+        if routers[f"always_{s.name}"]["mean_passages"] <= kway_params().max_passages + 0.01
     ]
     if not fair:
         return {}
@@ -291,19 +507,35 @@ def best_fixed_comparison(
         fair,
         key=lambda js: (
             routers[f"always_{js[1].name}"]["recall"],
-            -routers[f"always_{js[1].name}"]["mean_ms"],
+            -routers[f"always_{js[1].name}"].get(
+                "mean_cost", routers[f"always_{js[1].name}"]["mean_ms"]
+            ),
         ),
     )
     best = routers[f"always_{s.name}"]
+    k = routers[row]
     rows = np.arange(len(choice))
+    cost = m["cost"] if "cost" in m else m["ms"]
+    mine = cost[rows, choice] + float(m.get("ms_price", np.asarray(1.0))) * (
+        np.zeros(len(choice)) if route_ms is None else route_ms
+    )
+    rec = paired_bootstrap(m["recall"][rows, choice], m["recall"][:, j])
+    ratio = ratio_interval(mine, cost[:, j]) if cost[:, j].sum() > 0 else None
     return {
         "best_fixed" + row[4:]: {
             "strategy": s.name,
             "recall": best["recall"],
             "mean_ms": best["mean_ms"],
+            "mean_cost": best.get("mean_cost"),
             "kway_recall": k["recall"],
             "kway_mean_ms": k["mean_ms"],
+            "kway_mean_cost": k.get("mean_cost"),
             "ms_ratio": k["mean_ms"] / best["mean_ms"] if best["mean_ms"] > 0 else None,
-            "paired": paired_bootstrap(m["recall"][rows, choice], m["recall"][:, j]),
+            "cost_ratio": ratio,
+            "paired": rec,
+            "diff": rec["diff"],
+            "ci95": rec["ci95"],
+            "matches": rec["ci95"][0] >= -0.02,
+            "cheaper": bool(ratio and ratio["ci95"][1] < 1.0),
         }
     }

@@ -200,6 +200,29 @@ def corpus_twin(dataset: str) -> str | None:
     return str(row[0]) if row else None
 
 
+_CORPUS_KEYS: dict[tuple[str, str], str | None] = {}
+
+
+def corpus_key(dataset: str) -> str | None:
+    """The identity of `dataset`'s stored corpus: md5 over its sorted passage ids (ids are
+    content hashes, so two query sets over the same passages share it); None when nothing
+    is stored under that name. Memoised per content (the dataset's load checksum)."""
+    with connection() as conn:
+        row = conn.execute(
+            "SELECT content_sha256 FROM datasets WHERE name = %s", (dataset,)
+        ).fetchone()
+        if row is None:
+            return None
+        memo = (dataset, str(row[0]))
+        if memo not in _CORPUS_KEYS:
+            key = conn.execute(
+                "SELECT md5(string_agg(id, ',' ORDER BY id)) FROM passages WHERE dataset = %s",
+                (dataset,),
+            ).fetchone()
+            _CORPUS_KEYS[memo] = str(key[0]) if key and key[0] else None
+    return _CORPUS_KEYS[memo]
+
+
 def latest_version(dataset: str) -> IndexVersion | None:
     """The index `dataset` is served from: its own latest version, else (never indexed
     itself) the latest version of the indexed dataset holding the same corpus
