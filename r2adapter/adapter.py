@@ -13,7 +13,7 @@ import numpy as np
 from r2adapter.adr.strategies import register as register_adr_strategies
 from r2adapter.errors import R2AError
 from r2adapter.index.encoder import Encoder
-from r2adapter.llm.reader import answer_prompt
+from r2adapter.llm.reader import answer_prompt, format_passages, passage_text
 from r2adapter.retrieve.base import Hit, Retriever, check_query
 from r2adapter.retrieve.strategies import STRATEGIES
 from r2adapter.route.family import Champion, Route
@@ -156,8 +156,9 @@ def llm_answerer(
     llm: Any, max_tokens: int = 32, timeout: float = 30.0
 ) -> Callable[[str, list[Hit]], str]:
     def answer(question: str, hits: list[Hit]) -> str:
-        passages = "\n\n".join(f"[{i}] {h.title}: {h.text}" for i, h in enumerate(hits, 1))
-        msg = answer_prompt(question, passages)
+        msg = answer_prompt(
+            question, format_passages([passage_text(h.title, h.text) for h in hits])
+        )
         return str(
             llm.complete([{"role": "user", "content": msg}], max_tokens=max_tokens, timeout=timeout)
         ).strip()
