@@ -32,7 +32,10 @@ def test_training_corpora_leave_the_held_out_one_out(
 
 def test_best_fixed_is_the_best_at_no_more_passages() -> None:
     table = [SimpleNamespace(name=n) for n in ("dense@5", "graph@5", "graph@8")]
-    m = {"recall": np.array([[0.5, 1.0, 1.0], [0.5, 0.5, 1.0], [1.0, 0.5, 1.0]])}
+    m = {
+        "recall": np.array([[0.5, 1.0, 1.0], [0.5, 0.5, 1.0], [1.0, 0.5, 1.0]]),
+        "cost": np.array([[5.0, 10.0, 12.0]] * 3),
+    }
     routers = {
         "always_dense@5": {"recall": 2 / 3, "mean_ms": 5.0, "mean_passages": 5.0},
         "always_graph@5": {"recall": 2 / 3, "mean_ms": 10.0, "mean_passages": 5.0},
@@ -44,6 +47,9 @@ def test_best_fixed_is_the_best_at_no_more_passages() -> None:
     assert out["strategy"] == "dense@5"
     assert out["paired"]["diff"] == pytest.approx(1 / 6)
     assert out["ms_ratio"] == pytest.approx(8.0 / 5.0)
+    # the router's own cost, paired query by query: graph@5, dense@5, dense@5 = 20 vs 15
+    assert out["cost_ratio"]["ratio"] == pytest.approx(20.0 / 15.0)
+    assert out["matches"] == (out["ci95"][0] >= -0.02)
 
 
 def test_a_corpus_without_gold_is_one_line_and_costs() -> None:
@@ -62,7 +68,7 @@ def test_a_corpus_without_gold_is_one_line_and_costs() -> None:
 
 def test_the_served_row_is_compared_under_its_own_key() -> None:
     table = [SimpleNamespace(name=n) for n in ("dense@5", "graph@5")]
-    m = {"recall": np.array([[0.0, 1.0], [1.0, 1.0]])}
+    m = {"recall": np.array([[0.0, 1.0], [1.0, 1.0]]), "cost": np.array([[5.0, 10.0]] * 2)}
     routers = {
         "always_dense@5": {"recall": 0.5, "mean_ms": 5.0, "mean_passages": 5.0},
         "always_graph@5": {"recall": 1.0, "mean_ms": 10.0, "mean_passages": 5.0},
