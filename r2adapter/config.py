@@ -570,6 +570,14 @@ class KwayParams:
         )
         stray = [r for r in self.route if r not in self.strategies]
         _need(not stray, f"kway.route: {stray} not in kway.strategies (they are not labelled)")
+        if self.route:  # a routed copy lists only its route's strategies
+            for cand in self.route_candidates:
+                stray = [x.strip() for x in cand.split(",") if x.strip() not in self.strategies]
+                _need(not stray, f"kway.route_candidates: {stray} not in kway.strategies")
+        _need(
+            all(0.0 <= b <= 1.0 for b in self.budget_candidates) and bool(self.budget_candidates),
+            f"kway.budget_candidates: a non-empty list in [0, 1], not {self.budget_candidates}",
+        )
         # checked with the route (a routed copy lists only the route's strategies)
         if self.route:
             stray = [r for r in self.quality_route if r not in self.strategies]
