@@ -170,3 +170,17 @@ def test_a_query_set_over_an_indexed_corpus_is_served_from_its_index(
         hits = make_retriever(mode, "sample_traffic").retrieve(queries[0]["question"], 2)
         assert hits and hits[0].passage_id.startswith("chunk-")
     assert loco.corpus_key("sample_traffic") == loco.corpus_key(sample_dataset)
+    # a question labelled over the same passages is not ranked again
+    from r2adapter.kway.labels import (
+        export_strategy_labels,
+        rank_strategies,
+        strategy_label_path,
+    )
+
+    p = kway_params(strategies=("dense@1", "dense@2", "graph@2"), route=())
+    first = rank_strategies(sample_dataset, p)
+    export_strategy_labels(strategy_label_path(sample_dataset), first, strategy_table(p.strategies))
+    again = rank_strategies("sample_traffic", p)
+    assert [lab.rankings for lab in again] == [lab.rankings for lab in first]
+    assert [lab.cpu_ms for lab in again] == [lab.cpu_ms for lab in first]
+    strategy_label_path(sample_dataset).unlink()
