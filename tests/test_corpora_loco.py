@@ -128,27 +128,3 @@ def test_the_best_fixed_strategy_of_a_nested_transfer() -> None:
     assert loco._best_fixed(m, 5.0) == 1
     # at 8 passages the third ties the second's recall and is cheaper
     assert loco._best_fixed(m, 8.0) == 2
-
-
-def test_the_headline_row_is_the_quality_point_and_the_served_one_follows() -> None:
-    from dataclasses import replace
-
-    from r2adapter.config import kway_params
-
-    every = kway_params(
-        strategies=("dense@5", "graph@5", "catrag+rw@5"),
-        route=("dense@5", "graph@5"),
-        budget=0.5,
-        quality_route=("dense@5", "catrag+rw@5"),
-        quality_budget=1.0,
-    )
-    (row, point, quality, margins), (row2, point2, served, margins2) = loco.operating_points(every)
-    assert (row, row2, point, point2) == ("kway", "kway_served", "quality", "served")
-    assert quality.route == ("dense@5", "catrag+rw@5") and quality.budget == 1.0
-    assert margins == every.quality_margins and len(margins) > 1
-    assert served.route == ("dense@5", "graph@5") and served.budget == 0.5
-    assert margins2 == (0.0,)  # the served point transfers with no margin
-    alone = loco.operating_points(replace(every, quality_route=()))
-    assert [(r, pt, p.route) for r, pt, p, _ in alone] == [
-        ("kway", "served", ("dense@5", "graph@5"))
-    ]

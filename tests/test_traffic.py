@@ -119,7 +119,7 @@ def test_training_joins_query_sets_over_one_corpus_and_counts_a_query_once(
         labs = [_label("1hop", {}) for _ in ids]
         for lab, i in zip(labs, ids, strict=True):
             lab.query_id = i
-        m = {"recall": np.zeros((n, 2)), "ms_price": np.asarray(1.0)}
+        m = {"recall": np.zeros((n, 2)), "ms_price": np.ones(n)}
         return loco._Corpus(labs, m, np.zeros((n, 3)), np.zeros((n, 4)), np.array(["train"] * n))
 
     keys = {"wiki": "K1", "wiki_mixed": "K1", "hotpot": "K2"}

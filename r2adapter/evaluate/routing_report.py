@@ -178,7 +178,7 @@ def router_figures(
     names = [s.name for s in table]
     picked = [names[c] for c in choice]
     share = {n: float(np.mean([p == n for p in picked])) for n in names}
-    cost = _cost(m)[rows, choice] + float(m.get("ms_price", np.asarray(1.0))) * route_ms
+    cost = _cost(m)[rows, choice] + m.get("ms_price", np.ones(len(choice))) * route_ms
     out = {
         "recall": float(m["recall"][rows, choice].mean()),
         "fcr": float(m["full"][rows, choice].mean()),

@@ -431,7 +431,7 @@ def outcome_matrix(
     """(n, S) arrays of recall, full chain, passages, tokens, ms, the reader's prompt
     tokens, LLM calls, `cost` (what the query costs under the cost profile `profile`,
     default params.yaml cost.profile: r2adapter/kway/costs.py) and suitable (bool); and
-    `ms_price` (0-d): what one ms of routing costs in that profile."""
+    `ms_price` (n,): what one ms of routing costs in that profile, per query."""
     from r2adapter.config import cost_params
 
     names = [s.name for s in table]
@@ -453,7 +453,7 @@ def outcome_matrix(
         "prompt_tokens": prompt,
         "llm_calls": calls,
         "cost": prof.price(ms, prompt + calls * cp.llm_call_prompt_tokens, answer),
-        "ms_price": np.asarray(prof.per_ms),
+        "ms_price": np.full(len(labels), float(prof.per_ms)),
         "passages": np.array([[len(lab.outcomes[n].passages) for n in names] for lab in labels]),
         "suitable": np.array([[n in lab.suitable for n in names] for lab in labels], dtype=bool),
     }

@@ -88,7 +88,7 @@ class _Corpus:
         """The same corpus on the rows `keep` only."""
         return _Corpus(
             [self.labels[i] for i in keep],
-            {k: v[keep] if v.ndim else v for k, v in self.m.items()},
+            {k: v[keep] for k, v in self.m.items()},
             self.qv[keep],
             self.x[keep],
             self.splits[keep],
@@ -153,7 +153,7 @@ def _concat(parts: Sequence[_Corpus]) -> _Corpus:
     m0 = parts[0].m
     return _Corpus(
         [lab for d in parts for lab in d.labels],
-        {k: np.concatenate([d.m[k] for d in parts]) if m0[k].ndim else m0[k] for k in m0},
+        {k: np.concatenate([d.m[k] for d in parts]) for k in m0},
         np.vstack([d.qv for d in parts]),
         np.vstack([d.x for d in parts]),
         np.concatenate([d.splits for d in parts]),
@@ -352,19 +352,6 @@ def pick_margin(rows: Sequence[dict[str, Any]], margins: Sequence[float]) -> flo
     return max(scored, key=lambda d: (sum(bool(r["met"]) for r in scored[d]), gap(d), -d))
 
 
-def operating_points(
-    every: KwayParams,
-) -> list[tuple[str, str, KwayParams, tuple[float, ...]]]:
-    """The report's k-way rows as (row, point, params, margin grid): `kway` the quality
-    point (the one the target is about) and `kway_served` the served point, or `kway` the
-    served point alone when params.yaml names no quality route."""
-    served = ("served", every, (0.0,))
-    if not every.quality_route:
-        return [("kway", *served)]
-    quality = replace(every, route=every.quality_route, budget=every.quality_budget)
-    return [("kway", "quality", quality, every.quality_margins), ("kway_served", *served)]
-
-
 def loco_report(
     dataset: str,
     budget: float | None = None,
@@ -516,7 +503,7 @@ def best_fixed_comparison(
     k = routers[row]
     rows = np.arange(len(choice))
     cost = m["cost"] if "cost" in m else m["ms"]
-    mine = cost[rows, choice] + float(m.get("ms_price", np.asarray(1.0))) * (
+    mine = cost[rows, choice] + m.get("ms_price", np.ones(len(choice))) * (
         np.zeros(len(choice)) if route_ms is None else route_ms
     )
     rec = paired_bootstrap(m["recall"][rows, choice], m["recall"][:, j])
