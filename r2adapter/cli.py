@@ -799,7 +799,7 @@ def build_parser() -> argparse.ArgumentParser:
         "model: R2A_LLM_MODEL, else the first it lists)",
     )
     ea.add_argument("--limit", type=int, default=None, help="a stable sample of N queries")
-    ea.add_argument("--max-tokens", type=int, default=None, help="answer tokens at most (24)")
+    ea.add_argument("--max-tokens", type=int, default=None, help="answer tokens at most (32)")
     ea.add_argument("--timeout", type=float, default=None, help="seconds per answer")
     ea.add_argument("--workers", type=int, default=1, help="answers in flight (a server)")
     ea.add_argument("--json", action="store_true")

@@ -16,6 +16,7 @@ import pytest
 
 from r2adapter.data.metrics import (
     answer_scores,
+    contains_answer,
     exact_match,
     normalize_answer,
     normalize_hotpot,
@@ -61,11 +62,14 @@ def test_exact_match_and_f1_known_answers() -> None:
 
 @pytest.mark.unit
 def test_scores_take_the_best_alias() -> None:
-    em, f1 = answer_scores("Bob Dylan", ["Robert Zimmerman", "Bob Dylan"])
-    assert (em, f1) == (1.0, 1.0)
-    em, f1 = answer_scores("Dylan", ["Robert Zimmerman", "Bob Dylan"])
-    assert em == 0.0 and f1 == pytest.approx(2 / 3)
-    assert answer_scores("anything", []) == (0.0, 0.0)
+    assert answer_scores("Bob Dylan", ["Robert Zimmerman", "Bob Dylan"]) == (1.0, 1.0, 1.0)
+    em, f1, contains = answer_scores("Dylan", ["Robert Zimmerman", "Bob Dylan"])
+    assert em == 0.0 and f1 == pytest.approx(2 / 3) and contains == 0.0
+    # a sentence that holds the answer: no exact match, some F1, contained
+    em, f1, contains = answer_scores("The film was directed by Bob Dylan.", ["Bob Dylan"])
+    assert (em, contains) == (0.0, 1.0) and f1 == pytest.approx(2 * (2 / 6) / (1 + 2 / 6))
+    assert contains_answer("Dylanesque songs", "Dylan") == 0.0  # whole words only
+    assert answer_scores("anything", []) == (0.0, 0.0, 0.0)
 
 
 @pytest.mark.unit
@@ -95,7 +99,7 @@ def test_the_sample_is_stable_and_nested() -> None:
 
 
 def _row(qid: str, row: str, em: float, f1: float, qtype: str = "2hop") -> AnswerRow:
-    return AnswerRow(qid, qtype, row, ["p"], 1, 100, "a", em, f1, 10.0, em, em, False)
+    return AnswerRow(qid, qtype, row, ["p"], 1, 100, "a", em, f1, em, 10.0, em, em, False)
 
 
 @pytest.mark.unit
@@ -111,7 +115,7 @@ def test_the_report_pairs_every_row_with_the_best_fixed_strategy() -> None:
     assert r["complete"] is True and r["n_queries"] == 40
     s = r["strategies"]
     assert s["dense@2"]["em"] == pytest.approx(0.25)
-    assert s["dense@2"]["by_type"]["1hop"] == {"em": 1.0, "f1": 1.0, "n": 10}
+    assert s["dense@2"]["by_type"]["1hop"] == {"em": 1.0, "f1": 1.0, "contains": 1.0, "n": 10}
     assert s["dense@2"]["by_type"]["2hop"]["em"] == pytest.approx(0.0)
     pb = s["dense@2"]["paired_best"]
     assert pb["best"] == "graph@5" and pb["em_diff"] == pytest.approx(-0.5)
@@ -200,11 +204,13 @@ def test_answers_with_the_local_reader(labelled: dict[str, str]) -> None:
     assert set(rep["strategies"]) == {"dense@2", "graph@3"}
     assert rep["best_fixed"] in rep["strategies"]
     for m in rep["strategies"].values():
-        for key in ("em", "f1", "answer_in_context", "answer_in_passages"):
+        for key in ("em", "f1", "contains", "answer_in_context", "answer_in_passages"):
             assert 0.0 <= m[key] <= 1.0
         assert m["prompt_tokens"] > 60 and m["reader_ms"] > 0
         assert sum(t["n"] for t in m["by_type"].values()) == 3
-        assert {"best", "em_diff", "em_ci95", "f1_diff", "f1_ci95"} <= set(m["paired_best"])
+        assert {"best", "em_diff", "em_ci95", "f1_diff", "f1_ci95", "contains_ci95"} <= set(
+            m["paired_best"]
+        )
     saved = json.loads(Path(rep["saved"]["report"]).read_text())
     assert saved["strategies"] == rep["strategies"]
     rows = [json.loads(x) for x in Path(rep["saved"]["rows"]).read_text().splitlines()]

@@ -88,13 +88,23 @@ def token_f1(prediction: str, gold: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def answer_scores(prediction: str, answers: Sequence[str]) -> tuple[float, float]:
-    """(EM, F1) of `prediction`, each the best over the gold answer and its aliases."""
+def contains_answer(prediction: str, gold: str) -> float:
+    """1.0 when the normalised gold answer occurs in the normalised prediction as whole
+    words ("accuracy" in the adaptive-retrieval papers: a reader that answers in a sentence
+    still scores when the sentence holds the answer)."""
+    ref = normalize_hotpot(gold)
+    return float(bool(ref) and f" {ref} " in f" {normalize_hotpot(prediction)} ")
+
+
+def answer_scores(prediction: str, answers: Sequence[str]) -> tuple[float, float, float]:
+    """(EM, F1, contains) of `prediction`, each the best over the gold answer and its
+    aliases."""
     if not answers:
-        return 0.0, 0.0
+        return 0.0, 0.0, 0.0
     return (
         max(exact_match(prediction, a) for a in answers),
         max(token_f1(prediction, a) for a in answers),
+        max(contains_answer(prediction, a) for a in answers),
     )
 
 

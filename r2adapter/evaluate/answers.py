@@ -41,8 +41,9 @@ from r2adapter.llm.base import LLM
 from r2adapter.llm.reader import ANSWER_PROMPT, answer_prompt, format_passages, passage_text
 from r2adapter.llm.reader import passages_sent as n_sent
 
-MAX_TOKENS = 24  # an answer is a few words; greedy decoding stops at the first line anyway
+MAX_TOKENS = 32  # an answer is a few words; a small reader restates the question first
 CACHE_FORMAT = 1
+PAIRED = ("em", "f1", "contains")  # each paired against the best fixed strategy
 
 Rows = Mapping[str, Mapping[str, Sequence[str]]]  # row name → query id → passage ids
 
@@ -155,6 +156,7 @@ class AnswerRow:
     answer: str
     em: float
     f1: float
+    contains: float  # the gold answer (or an alias) inside the answer
     reader_ms: float
     answer_in_context: float
     answer_in_passages: float
@@ -197,7 +199,7 @@ def answer_rows(
         texts = [passage_text(passages[p].title, passages[p].text) for p in ids]
         context = format_passages(texts)
         answer, ms, cached = reader.answer(answer_prompt(q.question, context))
-        em, f1 = answer_scores(answer, q.answers)
+        em, f1, contains = answer_scores(answer, q.answers)
         sent = n_sent(texts) if texts else 0
         plain = "\n".join(texts[:sent])
         return AnswerRow(
@@ -210,6 +212,7 @@ def answer_rows(
             answer,
             em,
             f1,
+            contains,
             ms,
             answer_in_context(plain, q.answers, ids[:sent], q.gold_passage_ids, max(sent, 1)),
             answer_in_text(plain, q.answers) if sent else 0.0,
@@ -237,6 +240,7 @@ def _means(rs: Sequence[AnswerRow]) -> dict[str, float]:
     return {
         "em": float(np.mean([r.em for r in rs])),
         "f1": float(np.mean([r.f1 for r in rs])),
+        "contains": float(np.mean([r.contains for r in rs])),
         "n": len(rs),
     }
 
@@ -252,14 +256,13 @@ def summarise(
         raise R2AError(f"no queries of {dataset} to answer")
     candidates = [n for n in names if n in fixed] or names
     best = max(candidates, key=lambda n: (np.mean([r.f1 for r in by_row[n]]), -names.index(n)))
-    ref = {k: np.array([getattr(r, k) for r in by_row[best]]) for k in ("em", "f1")}
+    ref = {k: np.array([getattr(r, k) for r in by_row[best]]) for k in PAIRED}
     out: dict[str, Any] = {}
     for n in names:
         rs = by_row[n]
         if [r.query_id for r in rs] != [r.query_id for r in by_row[best]]:
             raise R2AError(f"row {n} did not answer the same queries as {best}")
-        em = paired_bootstrap([r.em for r in rs], ref["em"])
-        f1 = paired_bootstrap([r.f1 for r in rs], ref["f1"])
+        paired = {k: paired_bootstrap([getattr(r, k) for r in rs], ref[k]) for k in PAIRED}
         types = sorted({r.qtype for r in rs})
         out[n] = {
             **{k: v for k, v in _means(rs).items() if k != "n"},
@@ -271,10 +274,8 @@ def summarise(
             "by_type": {t: _means([r for r in rs if r.qtype == t]) for t in types},
             "paired_best": {
                 "best": best,
-                "em_diff": em["diff"],
-                "em_ci95": em["ci95"],
-                "f1_diff": f1["diff"],
-                "f1_ci95": f1["ci95"],
+                **{f"{k}_diff": v["diff"] for k, v in paired.items()},
+                **{f"{k}_ci95": v["ci95"] for k, v in paired.items()},
             },
         }
     return {
