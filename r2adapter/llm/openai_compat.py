@@ -143,6 +143,27 @@ def _one_line(e: Exception) -> str:
     return _snippet(str(e) or type(e).__name__)
 
 
+def served_model(base_url: str, timeout: float = 10.0, api_key: str | None = None) -> str:
+    """The first model `GET {base_url}/models` lists (for a server started with one model,
+    as vLLM and llama.cpp's are); a server that does not answer or lists none: one line."""
+    url = f"{base_url.rstrip('/')}/models"
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        resp = httpx.get(url, headers=headers, timeout=timeout)
+    except httpx.TimeoutException:
+        raise LLMError(f"LLM at {url} timed out after {timeout:g}s") from None
+    except httpx.HTTPError as e:
+        raise LLMError(f"LLM at {url} unreachable: {_one_line(e)}") from None
+    if not resp.is_success:
+        raise LLMError(f"LLM at {url}: HTTP {resp.status_code}: {_reason(resp)}")
+    try:
+        return str(resp.json()["data"][0]["id"])
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise LLMError(
+            f"LLM at {url} lists no model ({_snippet(resp.text)!r}): set R2A_LLM_MODEL"
+        ) from None
+
+
 def from_settings(cfg: LLMSettings) -> OpenAICompatibleLLM | None:
     if not cfg.base_url:
         return None
