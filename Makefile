@@ -211,7 +211,7 @@ lint: install policy-scan
 
 # The manifest policy scan: checkov (pinned with its dependencies in
 # containers/checkov-requirements.txt, in its own venv .venv-checkov/: its pins are not the
-# project's) over the rendered dev and prod overlays, offline; k8s/checkov.yaml holds the
+# project's) over the rendered dev, prod and cronjob overlays, offline; k8s/checkov.yaml holds the
 # skip list, each entry with its reason. Any failed check fails make lint.
 CHECKOV_VENV := .venv-checkov
 CHECKOV      := $(CHECKOV_VENV)/bin/checkov
@@ -224,7 +224,7 @@ $(CHECKOV_VENV)/.installed: containers/checkov-requirements.txt
 policy-scan: $(CHECKOV_VENV)/.installed
 	@command -v kubectl >/dev/null || { echo "error: policy-scan needs kubectl (kubectl kustomize renders the overlays)"; exit 1; }
 	@set -e; t=$$(mktemp -d); trap 'rm -rf "$$t"' EXIT; \
-	for o in dev prod; do \
+	for o in dev prod cronjob; do \
 		kubectl kustomize k8s/overlays/$$o > $$t/$$o.yaml; \
 		out=$$(cd $$t && $(CURDIR)/$(CHECKOV) --config-file $(CURDIR)/k8s/checkov.yaml -f $$o.yaml 2>&1) \
 			|| { echo "$$out"; echo "error: checkov found failed checks in k8s/overlays/$$o"; exit 1; }; \

@@ -1,16 +1,21 @@
 """What a cluster needs of the platform beyond the manifests: the torch build each image
-must hold and the GPU trainer's refusal without a GPU (r2adapter/train/accelerator.py),
-and the pipeline's exit handler recording a run's outcome in a real MLflow store
-(r2adapter/registry/pipeline_runs.py, components/record.py)."""
+must hold and the GPU trainer's refusal without a GPU (r2adapter/train/accelerator.py);
+the pipeline's exit handler recording a run's outcome in a real MLflow store
+(r2adapter/registry/pipeline_runs.py, components/record.py); the submission's identity,
+through the real kfp.Client against the KFP REST stand-in (tests/containers/kfp_standin.py):
+a bearer token from a token file and the run's service account (pipelines/submit.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from r2adapter.errors import R2AError
 from r2adapter.train import accelerator
+from tests.conftest import ROOT
+from tests.containers.kfp_standin import KfpStandIn
 
 pytestmark = pytest.mark.unit
 
@@ -62,7 +67,7 @@ def test_gpu_task_without_a_usable_gpu_stops_in_one_line(
 
 
 @pytest.fixture
-def mlflow_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+def mlflow_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     from r2adapter.config import settings
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
@@ -136,3 +141,96 @@ def test_exit_component_writes_the_summary_and_returns_its_line(
     assert out.startswith(line + "\n") and "recorded as MLflow run" in out
     text = (tmp_path / "summary.md").read_text()
     assert "| state | FAILED |" in text and "pod deadline exceeded" in text
+
+
+# ---- identity: the submission's bearer token and service account -----------------------------
+
+
+def _jwt(exp: float) -> str:
+    """A token shaped like a projected service-account token (the server checks its
+    signature; the client reads only `exp`)."""
+    import base64
+    import json
+
+    def part(obj: dict[str, object]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
+
+    claims = {"aud": ["pipelines.kubeflow.org"], "exp": int(exp), "sub": "system:sa"}
+    return f"{part({'alg': 'RS256'})}.{part(claims)}.c2lnbmF0dXJl"
+
+
+@pytest.fixture
+def kfp_api() -> Iterator[KfpStandIn]:
+    s = KfpStandIn().start()
+    yield s
+    s.stop()
+
+
+def test_submission_sends_the_token_and_the_service_account(
+    kfp_api: KfpStandIn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real kfp.Client against the KFP REST stand-in: with the token path in
+    KF_PIPELINES_SA_TOKEN_PATH (as the CronJob component sets it) every request carries
+    `Authorization: Bearer <the file's token>`, and the run and the recurring run name the
+    service account (default r2a-pipeline; --service-account another)."""
+    import time
+
+    from pipelines import submit
+
+    token = _jwt(time.time() + 3600)
+    path = tmp_path / "token"
+    path.write_text(token + "\n")
+    monkeypatch.setenv("KF_PIPELINES_SA_TOKEN_PATH", str(path))
+    monkeypatch.setenv("R2A_HOME", str(ROOT))
+    assert submit.main(["--host", kfp_api.url, "--corpora", ""]) == 0
+    (run,) = kfp_api.runs.values()
+    assert run["service_account"] == "r2a-pipeline"
+    assert kfp_api.requests and all(r.bearer == token for r in kfp_api.requests)
+    # a rotated token (the kubelet rewrites the file) is read again for the next request
+    rotated = _jwt(time.time() + 7200)
+    path.write_text(rotated)
+    sent = len(kfp_api.requests)
+    args = ["--host", kfp_api.url, "--recurring", "0 3 * * 0", "--service-account", "ci-runner"]
+    assert submit.main(args) == 0
+    (job,) = kfp_api.recurring.values()
+    assert job["service_account"] == "ci-runner"
+    assert {r.bearer for r in kfp_api.requests[sent:]} == {rotated}
+
+
+def test_no_token_path_sends_no_credentials(
+    kfp_api: KfpStandIn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipelines import submit
+
+    monkeypatch.delenv("KF_PIPELINES_SA_TOKEN_PATH", raising=False)
+    monkeypatch.setenv("R2A_HOME", str(ROOT))
+    assert submit.main(["--host", kfp_api.url, "--corpora", ""]) == 0
+    assert all("authorization" not in r.headers for r in kfp_api.requests)
+    (run,) = kfp_api.runs.values()
+    assert run["service_account"] == "r2a-pipeline"
+
+
+@pytest.mark.parametrize("case", ["missing", "empty", "expired"])
+def test_a_bad_token_file_fails_in_one_line_naming_it(
+    case: str,
+    kfp_api: KfpStandIn,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import time
+
+    from pipelines import submit
+
+    path = tmp_path / "token"
+    if case == "empty":
+        path.write_text("\n")
+    elif case == "expired":
+        path.write_text(_jwt(time.time() - 60))
+    monkeypatch.setenv("R2A_HOME", str(ROOT))
+    assert submit.main(["--host", kfp_api.url, "--token-path", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: token file {path}") and err.count("\n") == 1, err
+    want = {"missing": "No such file", "empty": "is empty", "expired": "expired at"}[case]
+    assert want in err
+    assert kfp_api.requests == []  # nothing sent
