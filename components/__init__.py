@@ -9,6 +9,7 @@ from components.index import index, index_shard, index_shards
 from components.kway import label_strategies, promote_kway, train_kway
 from components.label import label_merge, label_shard, label_shards
 from components.promote import promote
+from components.record import record_run
 from components.register import register
 from components.train import train
 from components.validate import validate
@@ -28,6 +29,7 @@ __all__ = [
     "promote",
     "promote_adr",
     "promote_kway",
+    "record_run",
     "register",
     "train",
     "train_adr",

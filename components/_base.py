@@ -30,6 +30,9 @@ def project_version() -> str:
 # what `make image` builds (Dockerfile target app); tests/containers/test_tags.py checks that
 # the compiled pipeline and the rendered k8s overlays name exactly this
 IMAGE = f"r2adapter:{project_version()}"
+# what `make image-cuda` builds: the same image with the CUDA torch; the pipeline's GPU
+# trainer runs it (pipelines/retrain.py, set_container_image), no other task does
+CUDA_IMAGE = f"r2adapter-cuda:{project_version()}"
 
 r2a_component = partial(
     dsl.component,

@@ -1,5 +1,6 @@
 """train: train a router with the periodic threshold search and register it in MLflow with
-alias `candidate` (`r2a train`). Requests the GPU (set in pipelines/retrain.py)."""
+alias `candidate` (`r2a train`). The r2a router's task requests the GPU and runs in the CUDA
+image (pipelines/retrain.py), with R2A_ACCELERATOR=gpu: it refuses to start without one."""
 
 from typing import NamedTuple
 
@@ -33,6 +34,13 @@ def train(
     from r2adapter.data.adapters import dataset_name
     from r2adapter.label.step import label_paths
     from r2adapter.registry.models import model_name
+    from r2adapter.train.accelerator import require_gpu
+
+    # the GPU task (R2A_ACCELERATOR=gpu): a CPU image or a node without a GPU stops here in
+    # one line rather than training on the CPU while holding the GPU
+    gpu = require_gpu()
+    if gpu:
+        print(f"training on {gpu}")
 
     name = dataset_name(dataset)
     dest = label_paths(name)[0]

@@ -40,18 +40,21 @@ Submit with `python -m pipelines.submit` (pipelines/submit.py), which calls
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kfp import compiler, dsl, kubernetes
 
 import components as c
+from components._base import CUDA_IMAGE
 from r2adapter.config import DEFAULT_DATASET, pipeline_params
 from r2adapter.errors import R2AError
 from r2adapter.index.openie import OPENIE_BACKENDS
 from r2adapter.index.shards import MAX_SHARDS as MAX_INDEX_SHARDS
 from r2adapter.loop import ROUTERS
 from r2adapter.steps import SHIPPED_DATASETS as DATASETS
+from r2adapter.train.accelerator import ENV as ACCELERATOR_ENV
 
 PIPELINE_YAML = Path(__file__).resolve().with_name("retrain.yaml")
 PIPELINE_NAME = "r2adapter-retrain"
@@ -95,6 +98,11 @@ R2A_HOME = "/app"
 DATA_PVC = "r2a-data"
 DATA_MOUNT = "/app/data"
 GPU_RESOURCE = "nvidia.com/gpu"
+# Only the backbones whose training fine-tunes an encoder gain on a GPU: `minilm` (the r2a
+# router). The embedding head (r2a_embed) trains a linear layer over fixed embeddings and
+# was measured slower on one (6.5 s against 5.2 s on 16 CPU threads, docs/routing.md).
+# A GPU task runs the CUDA image (`make image-cuda`); every other task the CPU one.
+GPU_BACKBONES = frozenset({"minilm"})
 GPU_NODE_SELECTOR = ("nvidia.com/gpu.present", "true")  # label set by the NVIDIA GPU operator
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 RETRY = {
@@ -103,6 +111,61 @@ RETRY = {
     "backoff_factor": 2.0,
     "backoff_max_duration": "600s",
 }
+
+# How many shards of a fan-out (index, label) run at once: each one holds a Postgres
+# connection and 1-2 CPUs, so 256 shards must not start 256 pods. kfp 2.17 takes only an
+# integer here (a pipeline parameter is refused: "ParallelFor parallelism must be >= 0"), so
+# it is a compile-time setting: `python -m pipelines.retrain --parallelism N`.
+PARALLELISM = 8
+
+
+@dataclass(frozen=True)
+class Pod:
+    """A task's CPU and memory (requests and limits: a request makes the pod Burstable
+    rather than BestEffort, evicted last but one; a limit keeps a runaway step from
+    starving its node) and its deadline (`activeDeadlineSeconds`)."""
+
+    cpu: str
+    cpu_limit: str
+    memory: str
+    memory_limit: str
+    timeout_s: int
+
+
+# Sized from peak RSS measured with /usr/bin/time -v on this machine's 2 cores
+# (pipelines/README.md, "Resources"): a process that imports the platform ~0.33 GB
+# (`r2a data validate`), embedding 2,000 passages with MiniLM 1.17 GB (an index or label
+# shard's main work), one MiniLM training step at batch 64 1.42 GB; memory requests are
+# about 1.5x the peak, limits 2x the request. Deadlines are generous multiples of `make
+# run`'s stage times: a hung task ends, a slow one on a big corpus does not.
+HOUR = 3600
+_SMALL = Pod("250m", "1", "512Mi", "1Gi", HOUR // 2)  # bookkeeping: registry, plans
+_STEP = Pod("1", "2", "2Gi", "4Gi", 2 * HOUR)  # embeds or retrieves over the corpus
+_BUILD = Pod("1", "2", "3Gi", "6Gi", 4 * HOUR)  # builds an index version or reports on it
+PODS: dict[str, Pod] = {
+    "validate": Pod("250m", "1", "512Mi", "1Gi", HOUR // 4),
+    "index-shards": Pod("500m", "1", "1Gi", "2Gi", HOUR),  # loads the corpus into Postgres
+    "index-shard": _STEP,
+    "index": _BUILD,
+    "label-shards": _SMALL,
+    "label-shard": _STEP,
+    "label-merge": Pod("500m", "1", "1Gi", "2Gi", HOUR),
+    "label-strategies": _STEP,
+    "label-adr": _STEP,
+    "corpora": Pod("1", "2", "3Gi", "6Gi", 8 * HOUR),  # indexes and labels each corpus
+    "train": Pod("2", "4", "3Gi", "6Gi", 6 * HOUR),  # the GPU trainer; CPU for its loaders
+    "register": _SMALL,
+    "promote": _STEP,  # the gate scores both versions on the test split
+    "deploy": _SMALL,
+    "train-kway": _STEP,
+    "promote-kway": _STEP,
+    "train-adr": _STEP,
+    "promote-adr": _STEP,
+    "evaluate": _BUILD,
+    "record-run": _SMALL,
+}
+# the CPU trainers (the embedding head) need no loader cores beside a GPU
+CPU_TRAIN = Pod("1", "2", "2Gi", "4Gi", 6 * HOUR)
 
 # Which settings each task gets: secret key → env and config-map key → env.
 DB = {"R2A_DATABASE_URL": "R2A_DATABASE_URL"}
@@ -197,10 +260,16 @@ def _in_cluster(
     config: dict[str, str] | None = None,
     data: bool = False,
     retry: bool = False,
+    pod: Pod | None = None,
 ) -> dsl.PipelineTask:
     """Settings from the r2a-secrets Secret and r2a-config ConfigMap (never literals), the
-    data volume, retries for steps that talk to services that may blip."""
+    data volume, retries for steps that talk to services that may blip; the task's CPU,
+    memory and deadline (`pod`, else its component's row of PODS)."""
     task.set_env_variable("R2A_HOME", R2A_HOME)
+    pod = pod or PODS[task.component_spec.name]
+    task.set_cpu_request(pod.cpu).set_cpu_limit(pod.cpu_limit)
+    task.set_memory_request(pod.memory).set_memory_limit(pod.memory_limit)
+    kubernetes.set_timeout(task, pod.timeout_s)
     if secrets:
         kubernetes.use_secret_as_env(task, secret_name=SECRET, secret_key_to_env=secrets)
     if config:
@@ -224,8 +293,35 @@ def _graph(
     n_index_shards: Any,
     corpora: Any,
     cluster: bool,
+    parallelism: int = PARALLELISM,
 ) -> None:
-    """Both pipelines' tasks. `cluster` adds the Kubernetes configuration."""
+    """Both pipelines' tasks. `cluster` adds the Kubernetes configuration and the exit
+    handler: `record-run` runs after the others whatever became of them and records the
+    run's outcome in MLflow and the Kubeflow UI (components/record.py). kfp.local runs no
+    exit handler, so the local pipeline has none."""
+    args = (dataset, openie, epochs, eval_every_n_steps, tau_step, n_label_shards)
+    if not cluster:
+        _steps(*args, n_index_shards, corpora, cluster=False, parallelism=parallelism)
+        return
+    record = c.record_run(pipeline_run=dsl.PIPELINE_JOB_ID_PLACEHOLDER).set_caching_options(False)
+    _in_cluster(record, config=MLFLOW, retry=True)
+    with dsl.ExitHandler(record, name="retrain"):
+        _steps(*args, n_index_shards, corpora, cluster=True, parallelism=parallelism)
+
+
+def _steps(
+    dataset: Any,
+    openie: Any,
+    epochs: Any,
+    eval_every_n_steps: Any,
+    tau_step: Any,
+    n_label_shards: Any,
+    n_index_shards: Any,
+    corpora: Any,
+    cluster: bool,
+    parallelism: int,
+) -> None:
+    """The retraining steps and their wiring, once for both pipelines."""
 
     def k8s(task: dsl.PipelineTask, **kw: Any) -> dsl.PipelineTask:
         return _in_cluster(task, **kw) if cluster else task
@@ -258,7 +354,7 @@ def _graph(
         dataset=dataset, n_shards=n_index_shards, data_fingerprint=validate.outputs["fingerprint"]
     ).set_caching_options(False)
     k8s(plan, secrets=DB, data=True, retry=True)
-    with dsl.ParallelFor(plan.output, name="index-shards-loop") as part:
+    with dsl.ParallelFor(plan.output, name="index-shards-loop", parallelism=parallelism) as part:
         warm = c.index_shard(
             dataset=dataset,
             openie=openie,
@@ -279,7 +375,7 @@ def _graph(
     shards = c.label_shards(n_shards=n_label_shards, index_version=index.outputs["version"])
     shards.set_caching_options(True)
     k8s(shards)
-    with dsl.ParallelFor(shards.output, name="label-shards-loop") as item:
+    with dsl.ParallelFor(shards.output, name="label-shards-loop", parallelism=parallelism) as item:
         rank = c.label_shard(
             dataset=dataset,
             index_version=item.index_version,
@@ -302,11 +398,14 @@ def _graph(
             labels=merge.outputs["labels"],
         ).set_caching_options(True)
         train.set_display_name(f"train {r.name}")
-        if cluster:
+        gpu = r.backbone in GPU_BACKBONES
+        if cluster and gpu:
+            train.set_container_image(CUDA_IMAGE)
+            train.set_env_variable(ACCELERATOR_ENV, "gpu")  # no GPU visible: one line, exit
             train.set_accelerator_type(GPU_RESOURCE).set_accelerator_limit(1)
             kubernetes.add_node_selector(train, *GPU_NODE_SELECTOR)
             kubernetes.add_toleration(train, **GPU_TOLERATION)
-        k8s(train, config=MLFLOW)
+        k8s(train, config=MLFLOW, pod=None if gpu else CPU_TRAIN)
 
         register = c.register(
             model=train.outputs["model"], pipeline_run=dsl.PIPELINE_JOB_ID_PLACEHOLDER
@@ -393,7 +492,7 @@ def _graph(
     k8s(evaluate, secrets={**DB, **LLM_KEY}, config={**MLFLOW, **LLM}, retry=True)
 
 
-def _pipeline(name: str, description: str, cluster: bool) -> Any:
+def _pipeline(name: str, description: str, cluster: bool, parallelism: int = PARALLELISM) -> Any:
     """A KFP pipeline over `_graph`: the run's parameters and their defaults are declared
     here once, for both the cluster pipeline and the local one."""
 
@@ -417,6 +516,7 @@ def _pipeline(name: str, description: str, cluster: bool) -> Any:
             n_index_shards,
             corpora,
             cluster,
+            parallelism,
         )
 
     return dsl.pipeline(name=name, description=description)(pipeline)
@@ -426,7 +526,8 @@ def _pipeline(name: str, description: str, cluster: bool) -> Any:
 retrain_pipeline = _pipeline(
     PIPELINE_NAME,
     "R2Adapter router retraining: validate, index (sharded), label (sharded), then for each router "
-    "train on a GPU, register, promotion gate, deploy when its champion moved; evaluate.",
+    "train (r2a on a GPU), register, promotion gate, deploy when its champion moved; evaluate; "
+    "an exit handler records the outcome in MLflow.",
     cluster=True,
 )
 # The same graph without the cluster configuration: kfp.local ignores the platform spec
@@ -438,8 +539,17 @@ local_pipeline = _pipeline(
 )
 
 
-def compile_pipeline(path: Path | str = PIPELINE_YAML) -> Path:
-    compiler.Compiler().compile(retrain_pipeline, str(path))
+def compile_pipeline(path: Path | str = PIPELINE_YAML, parallelism: int = PARALLELISM) -> Path:
+    """The cluster pipeline compiled to `path`; `parallelism`: how many shards of each
+    fan-out run at once (0: no limit), a compile-time setting in kfp 2.17."""
+    if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 0:
+        raise R2AError(f"parallelism must be an integer >= 0, not {parallelism!r}")
+    pipeline = retrain_pipeline
+    if parallelism != PARALLELISM:
+        pipeline = _pipeline(
+            PIPELINE_NAME, retrain_pipeline.description or "", cluster=True, parallelism=parallelism
+        )
+    compiler.Compiler().compile(pipeline, str(path))
     return Path(path)
 
 
@@ -448,8 +558,18 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m pipelines.retrain", description="compile the retraining pipeline"
     )
     ap.add_argument("--output", default=str(PIPELINE_YAML), help="where to write the YAML")
+    ap.add_argument(
+        "--parallelism",
+        type=int,
+        default=PARALLELISM,
+        help=f"shards of a fan-out that run at once, 0: no limit (default {PARALLELISM})",
+    )
     args = ap.parse_args(argv)
-    print(f"wrote {compile_pipeline(args.output)}")
+    try:
+        print(f"wrote {compile_pipeline(args.output, args.parallelism)}")
+    except R2AError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -8,7 +8,6 @@ in strict mode (unknown fields fail), and the behaviour the platform relies on
 
 from __future__ import annotations
 
-import base64
 import shutil
 import subprocess
 import tomllib
@@ -30,7 +29,8 @@ from kubernetes_validate import utils as kv_utils  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 K8S = REPO / "k8s"
-OVERLAYS = ("dev", "prod")
+# dev and prod; cronjob is dev with the optional retraining CronJob component
+OVERLAYS = ("dev", "prod", "cronjob")
 NAMESPACE = "r2adapter"
 PLACEHOLDER = "CHANGE_ME"
 
@@ -45,7 +45,13 @@ SECRET_KEYS = {
     "MLFLOW_BACKEND_STORE_URI",
     "R2A_LLM_API_KEY",
     "R2A_API_KEY",
+    "R2A_WEBHOOK_SECRET",
+    "MLFLOW_WEBHOOK_SECRET_ENCRYPTION_KEY",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
 }
+# the Secret's keys and placeholders: an example in no kustomization (created out of band)
+SECRET_EXAMPLE = K8S / "secret.example.yaml"
 CLUSTER_SCOPED = {"Namespace"}
 # the one source of the image tags (Makefile IMAGE / PG_IMAGE, components/_base.py IMAGE)
 VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
@@ -157,11 +163,14 @@ def test_prod_has_required_kinds(rendered: dict[str, list[Obj]]) -> None:
         "HorizontalPodAutoscaler",
         "PodDisruptionBudget",
         "StatefulSet",
-        "CronJob",
         "ConfigMap",
-        "Secret",
+        "NetworkPolicy",
+        "Role",
+        "RoleBinding",
     }
     assert required <= kinds, f"missing kinds: {sorted(required - kinds)}"
+    # the Secret is created out of band; the CronJob is an optional component
+    assert not {"Secret", "CronJob"} & kinds
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -218,27 +227,35 @@ def test_serving_service_hpa_pdb(rendered: dict[str, list[Obj]], overlay: str) -
 
     pdb = _one(objs, "PodDisruptionBudget", "r2a-serving")
     assert pdb["apiVersion"] == "policy/v1"
-    assert pdb["spec"]["minAvailable"] == 1
+    # prod (3+ replicas): one pod down at a time; dev (1 replica): keep the one
+    want = {"maxUnavailable": 1} if overlay == "prod" else {"minAvailable": 1}
+    assert {k: v for k, v in pdb["spec"].items() if k != "selector"} == want
     assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
-def test_secrets_hold_only_placeholders(rendered: dict[str, list[Obj]], overlay: str) -> None:
-    secrets = [o for o in rendered[overlay] if o["kind"] == "Secret"]
-    assert secrets, "expected the r2a-secrets template"
-    offending = []
-    for secret in secrets:
-        name = secret["metadata"]["name"]
-        for key, value in (secret.get("stringData") or {}).items():
-            if value != PLACEHOLDER:
-                offending.append(f"{name}.stringData.{key}")
-        for key, value in (secret.get("data") or {}).items():
-            if base64.b64decode(value).decode() != PLACEHOLDER:
-                offending.append(f"{name}.data.{key}")
+def test_no_overlay_applies_the_secret(rendered: dict[str, list[Obj]], overlay: str) -> None:
+    """`kubectl apply -k` must never overwrite the real Secret with placeholders."""
+    assert not [o for o in rendered[overlay] if o["kind"] == "Secret"]
+    for path in K8S.rglob("kustomization.yaml"):
+        k = yaml.safe_load(path.read_text())
+        named = [*k.get("resources", []), *(p.get("path", "") for p in k.get("patches", []))]
+        assert not [n for n in named if "secret" in n], path
+
+
+def _secret_example() -> Obj:
+    return yaml.safe_load(SECRET_EXAMPLE.read_text())
+
+
+def test_secret_example_holds_only_placeholders() -> None:
+    secret = _secret_example()
+    assert (secret["kind"], secret["metadata"]["name"]) == ("Secret", "r2a-secrets")
+    assert secret["metadata"]["namespace"] == NAMESPACE
+    data = secret["stringData"]
+    assert set(data) == SECRET_KEYS
+    offending = [k for k, v in data.items() if v != PLACEHOLDER]
     assert not offending, f"non-placeholder secret values: {offending}"
-    template = _one(rendered[overlay], "Secret", "r2a-secrets")
-    keys = set(template.get("stringData") or {}) | set(template.get("data") or {})
-    assert keys == SECRET_KEYS
+    kubernetes_validate.validate(secret, MIN_K8S_VERSION, strict=True)
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -254,7 +271,7 @@ def test_configmap_contents(rendered: dict[str, list[Obj]], overlay: str) -> Non
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_env_references_resolve(rendered: dict[str, list[Obj]], overlay: str) -> None:
-    objs = rendered[overlay]
+    objs = [*rendered[overlay], _secret_example()]  # the Secret, created out of band
     available = {}
     for o in objs:
         if o["kind"] in {"ConfigMap", "Secret"}:
@@ -326,8 +343,8 @@ def test_every_container_has_resource_requests(
         limits = container.get("resources", {}).get("limits", {})
         if not {"cpu", "memory"} <= requests.keys() or not {"cpu", "memory"} <= limits.keys():
             missing.append(where)
-    # serving, mlflow, postgres, retrain cronjob
-    assert len(seen) >= 4, seen
+    # serving, mlflow, postgres (and the optional retrain cronjob)
+    assert len(seen) >= 3, seen
     assert not missing, f"containers without cpu/memory requests and limits: {missing}"
 
 
@@ -367,24 +384,102 @@ def test_mlflow_server(rendered: dict[str, list[Obj]], overlay: str) -> None:
     assert (args["--host"], args["--port"]) == ("0.0.0.0", "5000")
     env = {e["name"]: e for e in container["env"]}
     assert env["MLFLOW_BACKEND_STORE_URI"]["valueFrom"]["secretKeyRef"]["name"] == "r2a-secrets"
-    # artifacts land on the PVC mounted at --artifacts-destination
-    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
-    volume = mounts[args["--artifacts-destination"]]
-    (vol,) = [v for v in pod["volumes"] if v["name"] == volume]
-    _one(objs, "PersistentVolumeClaim", vol["persistentVolumeClaim"]["claimName"])
+    # promotion pushed to serving: the webhook key from the Secret, an in-cluster target
+    assert env["MLFLOW_WEBHOOK_SECRET_ENCRYPTION_KEY"]["valueFrom"]["secretKeyRef"] == {
+        "name": "r2a-secrets",
+        "key": "MLFLOW_WEBHOOK_SECRET_ENCRYPTION_KEY",
+    }
+    assert env["MLFLOW_WEBHOOK_ALLOWED_SCHEMES"]["value"] == "http,https"
+    assert env["MLFLOW_WEBHOOK_ALLOW_PRIVATE_IPS"]["value"] == "true"
+    pvcs = {o["metadata"]["name"] for o in objs if o["kind"] == "PersistentVolumeClaim"}
+    if overlay == "prod":
+        # artifacts in the object store (k8s/components/s3-artifacts): no volume, keys from
+        # the Secret, endpoint and bucket from the ConfigMap
+        assert args["--artifacts-destination"] == "$(MLFLOW_ARTIFACTS_DESTINATION)"
+        config = _one(objs, "ConfigMap", "r2a-config")["data"]
+        assert config["MLFLOW_ARTIFACTS_DESTINATION"].startswith("s3://")
+        assert config["MLFLOW_S3_ENDPOINT_URL"].startswith("http")
+        for key in ("MLFLOW_ARTIFACTS_DESTINATION", "MLFLOW_S3_ENDPOINT_URL"):
+            assert env[key]["valueFrom"]["configMapKeyRef"] == {"name": "r2a-config", "key": key}
+        for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+            assert env[key]["valueFrom"]["secretKeyRef"] == {"name": "r2a-secrets", "key": key}
+        assert "r2a-mlflow-artifacts" not in pvcs
+        assert not [v for v in pod["volumes"] if "persistentVolumeClaim" in v]
+        assert dep["spec"]["strategy"]["type"] == "RollingUpdate"
+    else:
+        # artifacts land on the PVC mounted at --artifacts-destination
+        mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+        volume = mounts[args["--artifacts-destination"]]
+        (vol,) = [v for v in pod["volumes"] if v["name"] == volume]
+        assert vol["persistentVolumeClaim"]["claimName"] in pvcs
     svc = _one(objs, "Service", "r2a-mlflow")
     assert [p["port"] for p in svc["spec"]["ports"]] == [5000]
 
 
-@pytest.mark.parametrize("overlay", OVERLAYS)
-def test_retrain_cronjob(rendered: dict[str, list[Obj]], overlay: str) -> None:
-    cron = _one(rendered[overlay], "CronJob", "r2a-retrain")
+def test_retrain_cronjob_is_an_optional_component(rendered: dict[str, list[Obj]]) -> None:
+    """The CronJob only where its component is added (k8s/overlays/cronjob); it submits as
+    r2a-pipeline with a projected token for the KFP audience at kfp's token path, and mounts
+    no API-server token."""
+    for overlay in ("dev", "prod"):
+        assert not [o for o in rendered[overlay] if o["metadata"]["name"] == "r2a-retrain"]
+    objs = rendered["cronjob"]
+    cron = _one(objs, "CronJob", "r2a-retrain")
     assert cron["apiVersion"] == "batch/v1"
     assert cron["spec"]["schedule"] == "0 3 * * 0"
     assert cron["spec"]["concurrencyPolicy"] == "Forbid"
-    (container,) = _pod_spec(cron)["containers"]
-    assert container["command"] == ["python", "-m", "pipelines.submit", "--host", "$(KFP_HOST)"]
+    pod = _pod_spec(cron)
+    assert pod is not None and pod["automountServiceAccountToken"] is False
+    account = _one(objs, "ServiceAccount", pod["serviceAccountName"])
+    assert account["automountServiceAccountToken"] is False
+    (container,) = pod["containers"]
+    assert container["command"] == [
+        "python", "-m", "pipelines.submit", "--host", "$(KFP_HOST)",
+        "--service-account", "r2a-pipeline",
+    ]  # fmt: skip
     assert {"configMapRef": {"name": "r2a-config"}} in container["envFrom"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    token_path = env["KF_PIPELINES_SA_TOKEN_PATH"]
+    mount = next(m for m in container["volumeMounts"] if token_path.startswith(m["mountPath"]))
+    assert mount["readOnly"] is True
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    (source,) = volume["projected"]["sources"]
+    sa_token = source["serviceAccountToken"]
+    assert sa_token["audience"] == "pipelines.kubeflow.org"
+    assert f"{mount['mountPath']}/{sa_token['path']}" == token_path
+    assert 600 <= sa_token["expirationSeconds"] <= 86400
+    for obj in objs:  # the component's objects land in the namespace, labelled like the rest
+        if obj["kind"] != "Namespace":
+            assert obj["metadata"]["labels"]["app.kubernetes.io/part-of"] == "r2adapter"
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_pipeline_identity_bound_to_what_deploy_needs(
+    rendered: dict[str, list[Obj]], overlay: str
+) -> None:
+    """The runs' service account (pipelines.submit's default) may get and patch the serving
+    Deployment, nothing else: what components/deploy.py does."""
+    from pipelines.submit import SERVICE_ACCOUNT
+
+    objs = rendered[overlay]
+    _one(objs, "ServiceAccount", SERVICE_ACCOUNT)
+    bindings = [
+        b
+        for b in objs
+        if b["kind"] == "RoleBinding"
+        and {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}
+        in b["subjects"]
+    ]
+    assert len(bindings) == 1
+    role = _one(objs, "Role", bindings[0]["roleRef"]["name"])
+    assert role["rules"] == [
+        {
+            "apiGroups": ["apps"],
+            "resources": ["deployments"],
+            "resourceNames": ["r2a-serving"],
+            "verbs": ["get", "patch"],
+        }
+    ]
+    assert not [o for o in objs if o["kind"] in {"ClusterRole", "ClusterRoleBinding"}]
 
 
 # --------------------------------------------------------------------------- KFP recurring run
@@ -416,7 +511,17 @@ def test_serving_admits_only_the_ingress_and_the_deployer(
     assert spec["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "r2a-serving"}
     assert spec["policyTypes"] == ["Ingress"] and len(spec["ingress"]) == 1
     peers = spec["ingress"][0]["from"]
-    assert [sorted(p) for p in peers] == [["namespaceSelector"], ["podSelector"]]
+    namespaces = {
+        p["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
+        for p in peers
+        if "namespaceSelector" in p
+    }
+    pods = [p["podSelector"]["matchLabels"] for p in peers if "podSelector" in p]
+    assert all(len(p) == 1 for p in peers)  # no peer widened by combining selectors
+    # the ingress controller and Prometheus (scrapes /metrics); the deployer and MLflow
+    # (its registry webhook, promotion pushed to serving)
+    assert namespaces == {"ingress-nginx", "monitoring"}
+    assert pods == [{"r2adapter.io/deployer": "true"}, {"app.kubernetes.io/name": "r2a-mlflow"}]
     serving = _one(rendered[overlay], "Deployment", "r2a-serving")
     env = serving["spec"]["template"]["spec"]["containers"][0]["env"]
     key = next(e for e in env if e["name"] == "R2A_API_KEY")
@@ -460,13 +565,10 @@ def test_every_container_meets_restricted(rendered: dict[str, list[Obj]], overla
         mounts = {m["mountPath"] for m in c.get("volumeMounts", [])}
         if "/tmp" not in mounts:
             problems.append(f"{where}: no writable /tmp under a read-only root")
-        token = pod.get("automountServiceAccountToken")
-        if obj["kind"] == "CronJob":
-            if pod.get("serviceAccountName") != "r2a-retrain" or token is not True:
-                problems.append(f"{where}: submits with its own account's token")
-        elif token is not False:
+        # no API-server token anywhere (the CronJob has a projected KFP-audience one)
+        if pod.get("automountServiceAccountToken") is not False:
             problems.append(f"{where}: mounts a service-account token it does not use")
-    assert len(seen) >= 4, seen
+    assert len(seen) >= 3, seen
     assert not problems, "\n".join(problems)
 
 

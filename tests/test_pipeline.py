@@ -43,12 +43,15 @@ TASKS |= ADR
 # the development corpora indexed and labelled for both families' union (the loop's step)
 TASKS |= {"corpora"}
 TASKS |= {t for task in ("train", "register", "promote", "deploy") for t in per_router(task)}
+# the exit handler: runs after every other task, whatever became of them
+TASKS |= {"record-run"}
 # the index plan loads the corpus into Postgres (live state): never cached
 CACHED = {"index-shard", "index", "label-shards", "label-shard", "label-merge"}
 CACHED |= {"label-strategies", "label-adr", "corpora", *TRAIN}
 RETRIED = {*INDEX, "evaluate", "train-kway", "promote-kway", KWAY_DEPLOY}
 RETRIED |= {"train-adr", "promote-adr", ADR_DEPLOY, "corpora"}
 RETRIED |= {t for task in ("register", "promote", "deploy") for t in per_router(task)}
+RETRIED |= {"record-run"}
 
 
 # ---- (a) the committed YAML is a fresh compile ----------------------------------------------
@@ -79,8 +82,16 @@ def compiled() -> dict[str, Any]:
         for name, task in comp.get("dag", {}).get("tasks", {}).items():
             tasks[name] = task
             parents[name] = dag_name
+    # the steps sit in the exit handler's DAG; the root holds it and the exit task
+    (handler,) = [
+        t
+        for t in spec["root"]["dag"]["tasks"].values()
+        if "executorLabel" not in (spec["components"][t["componentRef"]["name"]])
+    ]
     return {
         "spec": spec,
+        "body": spec["components"][handler["componentRef"]["name"]],
+        "body_name": handler["componentRef"]["name"],
         "executors": spec["deploymentSpec"]["executors"],
         "k8s": platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"],
         "tasks": tasks,
@@ -102,24 +113,128 @@ def test_all_steps_present(compiled: dict[str, Any]) -> None:
     assert component_tasks == TASKS
 
 
-def test_only_train_gets_a_gpu_and_gpu_nodes(compiled: dict[str, Any]) -> None:
+# the trainers that fine-tune an encoder (gain on a GPU): the r2a router's branch only
+GPU_TRAIN = {t for r, t in zip(ROUTERS, per_router("train"), strict=True) if r.name == "r2a"}
+
+
+def test_only_the_r2a_trainer_gets_a_gpu_in_the_cuda_image(compiled: dict[str, Any]) -> None:
+    from components._base import CUDA_IMAGE, IMAGE
+
+    assert GPU_TRAIN and GPU_TRAIN < TRAIN  # r2a_embed's head trains on the CPU
     for task in TASKS:
         ex = _executor(compiled, task)
-        resources = compiled["executors"][ex]["container"].get("resources", {})
+        container = compiled["executors"][ex]["container"]
+        resources = container.get("resources", {})
         k8s = compiled["k8s"].get(ex, {})
-        if task in TRAIN:
+        if task in GPU_TRAIN:
             acc = resources["accelerator"]
             assert acc["resourceType"] == "nvidia.com/gpu" and acc["resourceCount"] == "1"
+            assert container["image"] == CUDA_IMAGE
             assert k8s["nodeSelector"]["labels"] == {"nvidia.com/gpu.present": "true"}
             assert k8s["tolerations"] == [
                 {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
             ]
         else:
             assert "accelerator" not in resources, f"{task} requests an accelerator"
+            assert container["image"] == IMAGE, task
             assert "nodeSelector" not in k8s and "tolerations" not in k8s, task
-    trainers = {_executor(compiled, t) for t in TRAIN}
+    trainers = {_executor(compiled, t) for t in GPU_TRAIN}
     assert "nvidia.com/gpu" not in json.dumps(
         {k: v for k, v in compiled["executors"].items() if k not in trainers}
+    )
+
+
+def _quantity(text: str) -> float:
+    """A Kubernetes quantity as a number: CPUs (250m) or bytes (512Mi, 6Gi)."""
+    units = {"m": 1e-3, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
+    for unit, factor in units.items():
+        if text.endswith(unit):
+            return float(text[: -len(unit)]) * factor
+    return float(text)
+
+
+def test_every_task_has_requests_limits_and_a_deadline(compiled: dict[str, Any]) -> None:
+    """A scheduler can place every pod: CPU and memory requests (no BestEffort pod, evicted
+    first) within limits, and a deadline (activeDeadlineSeconds), the exit handler's too."""
+    assert set(retrain.PODS) == {
+        compiled["spec"]["components"][t["componentRef"]["name"]]["executorLabel"]
+        .removeprefix("exec-")
+        .rstrip("-0123456789")
+        or name
+        for name, t in compiled["tasks"].items()
+        if "executorLabel" in compiled["spec"]["components"][t["componentRef"]["name"]]
+    }
+    for ex, e in compiled["executors"].items():
+        r = e["container"]["resources"]
+        for kind in ("Cpu", "Memory"):
+            request, limit = r[f"resource{kind}Request"], r[f"resource{kind}Limit"]
+            assert 0 < _quantity(request) <= _quantity(limit), (ex, kind, request, limit)
+        assert _quantity(r["resourceMemoryRequest"]) >= 512 * 2**20, ex
+        assert int(compiled["k8s"][ex]["activeDeadlineSeconds"]) > 0, ex
+    # the GPU trainer keeps CPUs for its data loaders; the largest memory where graphs load
+    train = compiled["executors"][_executor(compiled, "train")]["container"]["resources"]
+    assert _quantity(train["resourceCpuRequest"]) >= 2
+
+
+def test_fan_outs_are_bounded_and_share_no_single_node_volume(compiled: dict[str, Any]) -> None:
+    """Both ParallelFor loops run at most PARALLELISM shards at once, and a claim mounted by
+    a task inside one is ReadWriteMany in the manifests (a ReadWriteOnce volume attaches to
+    one node: a second shard elsewhere would hang in Multi-Attach)."""
+    import subprocess
+
+    loops = [t for t in compiled["body"]["dag"]["tasks"].values() if "parameterIterator" in t]
+    assert len(loops) == 2
+    for loop in loops:
+        assert loop["iteratorPolicy"]["parallelismLimit"] == retrain.PARALLELISM
+    in_loops = {
+        name
+        for name, parent in compiled["parents"].items()
+        if parent in {loop["componentRef"]["name"] for loop in loops}
+    }
+    assert in_loops == {"index-shard", "label-shard"}
+    rendered = subprocess.run(
+        ["kubectl", "kustomize", str(ROOT / "k8s" / "overlays" / "prod")],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    modes = {
+        o["metadata"]["name"]: o["spec"]["accessModes"]
+        for o in yaml.safe_load_all(rendered)
+        if o and o["kind"] == "PersistentVolumeClaim"
+    }
+    for task in in_loops:
+        for mount in compiled["k8s"].get(_executor(compiled, task), {}).get("pvcMount", []):
+            claim = mount["constant"]
+            assert modes[claim] == ["ReadWriteMany"], (task, claim, modes.get(claim))
+
+
+def test_compile_time_parallelism(tmp_path: Path) -> None:
+    out = retrain.compile_pipeline(tmp_path / "p.yaml", parallelism=3).read_text()
+    assert out.count("parallelismLimit: 3") == 2
+    unlimited = retrain.compile_pipeline(tmp_path / "q.yaml", parallelism=0).read_text()
+    assert "parallelismLimit" not in unlimited
+    with pytest.raises(R2AError, match="parallelism must be an integer >= 0, not -1"):
+        retrain.compile_pipeline(tmp_path / "r.yaml", parallelism=-1)
+    assert retrain.main(["--output", str(tmp_path / "s.yaml"), "--parallelism", "-2"]) == 1
+
+
+def test_exit_handler_records_the_run(compiled: dict[str, Any]) -> None:
+    """record-run is the exit task of a handler around every step: it runs last, whatever
+    became of the others, with the run's final status and id and MLflow's address."""
+    root = compiled["spec"]["root"]["dag"]["tasks"]
+    record = root["record-run"]
+    assert record["triggerPolicy"]["strategy"] == "ALL_UPSTREAM_TASKS_COMPLETED"
+    (handler,) = [n for n in root if n != "record-run"]
+    assert record["dependentTasks"] == [handler]
+    params = record["inputs"]["parameters"]
+    assert params["status"] == {"taskFinalStatus": {"producerTask": handler}}
+    assert params["pipeline_run"]["runtimeValue"]["constant"] == "{{$.pipeline_job_uuid}}"
+    assert compiled["parents"]["validate"] == compiled["parents"]["evaluate"] != "root"
+    assert compiled["tasks"]["record-run"].get("cachingOptions", {}).get("enableCache") in (
+        None,
+        False,
     )
 
 
@@ -228,9 +343,7 @@ def test_kway_branch(compiled: dict[str, Any]) -> None:
     assert tasks[KWAY_DEPLOY]["taskInfo"]["name"] == "deploy kway"
     parent = compiled["parents"][KWAY_DEPLOY]
     condition = next(
-        t
-        for t in compiled["spec"]["root"]["dag"]["tasks"].values()
-        if t["componentRef"]["name"] == parent
+        t for t in compiled["body"]["dag"]["tasks"].values() if t["componentRef"]["name"] == parent
     )["triggerPolicy"]["condition"]
     assert "pipelinechannel--promote-kway-Output']" in condition and "== true" in condition
 
@@ -246,9 +359,7 @@ def test_adr_branch(compiled: dict[str, Any]) -> None:
     assert tasks[ADR_DEPLOY]["taskInfo"]["name"] == "deploy adr"
     parent = compiled["parents"][ADR_DEPLOY]
     condition = next(
-        t
-        for t in compiled["spec"]["root"]["dag"]["tasks"].values()
-        if t["componentRef"]["name"] == parent
+        t for t in compiled["body"]["dag"]["tasks"].values() if t["componentRef"]["name"] == parent
     )["triggerPolicy"]["condition"]
     assert "pipelinechannel--promote-adr-Output']" in condition and "== true" in condition
 
@@ -259,12 +370,13 @@ def test_corpora_step(compiled: dict[str, Any]) -> None:
     index step's cluster settings; its `labels` directory goes to both families' trainers."""
     tasks = compiled["tasks"]
     t = tasks["corpora"]
-    assert compiled["parents"]["corpora"] == "root"
+    assert compiled["parents"]["corpora"] == compiled["body_name"]
     assert sorted(t["dependentTasks"]) == ["label-adr", "validate"]
     params = t["inputs"]["parameters"]
-    assert params["corpora"] == {"componentInputParameter": "corpora"}
-    assert params["dataset"] == {"componentInputParameter": "dataset"}
-    assert params["openie"] == {"componentInputParameter": "openie"}
+    # the pipeline's parameters, passed into the exit handler's DAG
+    assert params["corpora"] == {"componentInputParameter": "pipelinechannel--corpora"}
+    assert params["dataset"] == {"componentInputParameter": "pipelinechannel--dataset"}
+    assert params["openie"] == {"componentInputParameter": "pipelinechannel--openie"}
     fingerprint = params["data_fingerprint"]["taskOutputParameter"]
     assert fingerprint == {"outputParameterKey": "fingerprint", "producerTask": "validate"}
     assert t["cachingOptions"]["enableCache"] is True
@@ -315,10 +427,13 @@ def test_settings_from_secret_and_config_map(compiled: dict[str, Any]) -> None:
             assert block["secretName"] == "r2a-secrets", ex
         for block in k8s.get("configMapAsEnv", []):
             assert block["configMapName"] == "r2a-config", ex
-    # no setting is a literal in the containers: only R2A_HOME is set there
+    # no setting is a literal in the containers: only R2A_HOME is set there, and on the GPU
+    # trainer R2A_ACCELERATOR=gpu (it refuses to train without a GPU)
+    gpu = {_executor(compiled, t) for t in GPU_TRAIN}
     for ex, e in compiled["executors"].items():
-        names = {v["name"] for v in e["container"].get("env", [])}
-        assert names <= {"R2A_HOME"}, (ex, names)
+        env = {v["name"]: v["value"] for v in e["container"].get("env", [])}
+        assert env.pop("R2A_HOME") == "/app", ex
+        assert env == ({"R2A_ACCELERATOR": "gpu"} if ex in gpu else {}), (ex, env)
     text = retrain.PIPELINE_YAML.read_text()
     assert "postgresql://" not in text and "http://r2a-mlflow" not in text
     for task in ("validate", *INDEX):
@@ -326,10 +441,11 @@ def test_settings_from_secret_and_config_map(compiled: dict[str, Any]) -> None:
         assert mounts[0]["constant"] == retrain.DATA_PVC
 
 
-def test_project_image_and_no_pip_at_run_time(compiled: dict[str, Any]) -> None:
+def test_project_images_and_no_pip_at_run_time(compiled: dict[str, Any]) -> None:
     for ex, e in compiled["executors"].items():
         container = e["container"]
-        assert container["image"] == "r2adapter:0.1.0", ex
+        image = "r2adapter-cuda:0.1.0" if ex == _executor(compiled, "train") else "r2adapter:0.1.0"
+        assert container["image"] == image, ex
         assert "pip install" not in " ".join(container["command"] + container["args"]), ex
 
 
@@ -352,9 +468,7 @@ def test_deploy_only_when_champion_moved(compiled: dict[str, Any], i: int) -> No
     parent = compiled["parents"][deploy]
     assert parent != "root", "deploy must sit inside the gate's dsl.If"
     condition_task = next(
-        t
-        for t in compiled["spec"]["root"]["dag"]["tasks"].values()
-        if t["componentRef"]["name"] == parent
+        t for t in compiled["body"]["dag"]["tasks"].values() if t["componentRef"]["name"] == parent
     )
     condition = condition_task["triggerPolicy"]["condition"]
     assert f"pipelinechannel--{promote}-Output']" in condition and "== true" in condition
@@ -366,9 +480,7 @@ def test_deploy_only_when_champion_moved(compiled: dict[str, Any], i: int) -> No
 def _loop_of(compiled: dict[str, Any], task: str) -> tuple[str, dict[str, Any]]:
     """The root ParallelFor whose body holds `task`."""
     loops = {
-        name: t
-        for name, t in compiled["spec"]["root"]["dag"]["tasks"].items()
-        if "parameterIterator" in t
+        name: t for name, t in compiled["body"]["dag"]["tasks"].items() if "parameterIterator" in t
     }
     assert len(loops) == 2, "two fan-outs: indexing and labelling"
     (found,) = [

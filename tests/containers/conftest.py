@@ -11,7 +11,8 @@ Fixtures (session scope unless said otherwise):
   image fails naming `make image`.
 - ``pg_image`` -> str: the Postgres image tag (R2A_PG_IMAGE; else
   r2adapter-postgres:<version>), checked the same way.
-- ``rendered`` -> dict[str, list[dict]]: `kubectl kustomize k8s/overlays/{dev,prod}` parsed.
+- ``rendered`` -> dict[str, list[dict]]: `kubectl kustomize k8s/overlays/{dev,prod,cronjob}`
+  parsed, with the out-of-band Secret (k8s/secret.example.yaml).
 - ``containers`` (function scope) -> Containers: `containers.run(name, *docker_run_args)`
   starts a container (`docker run -d --name <unique name> ...`; returns the unique name) and
   removes every container it started at teardown, with its log printed on failure;
@@ -134,9 +135,19 @@ def render(overlay: str) -> list[Obj]:
     return [d for d in yaml.safe_load_all(proc.stdout) if d]
 
 
+def with_secret(objs: list[Obj]) -> list[Obj]:
+    """The rendered objects and the Secret r2a-secrets, which no overlay applies (it is
+    created out of band: k8s/secret.example.yaml has its keys, all CHANGE_ME; the tests'
+    `secret_values` stand in for the real ones)."""
+    example = yaml.safe_load((ROOT / "k8s" / "secret.example.yaml").read_text())
+    return [*objs, example]
+
+
 @pytest.fixture(scope="session")
 def rendered() -> dict[str, list[Obj]]:
-    return {o: render(o) for o in ("dev", "prod")}
+    """dev, prod and cronjob (dev with the optional retraining CronJob), each with the
+    Secret as the cluster holds it (`with_secret`)."""
+    return {o: with_secret(render(o)) for o in ("dev", "prod", "cronjob")}
 
 
 def one(objs: list[Obj], kind: str, name: str) -> Obj:

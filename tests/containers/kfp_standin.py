@@ -5,7 +5,9 @@ records every request it got (method, path, query, JSON body) for the test to ch
 What it answers (what `kfp.Client` calls for `python -m pipelines.submit`, one run or a
 recurring run): GET healthz; GET/POST experiments (by name filter, then create); POST
 runs, GET runs/<id>; POST recurringruns, GET recurringruns/<id>; POST pipelines/upload (the
-multipart body is recorded as bytes). Anything else: 404, recorded too.
+multipart body is recorded as bytes). Anything else: 404, recorded too. Each request's
+headers are kept (`Request.headers`, names lower-cased): the tests check the bearer token
+kfp's ServiceAccountTokenVolumeCredentials sends.
 """
 
 from __future__ import annotations
@@ -27,6 +29,13 @@ class Request:
     path: str
     query: dict[str, list[str]]
     body: Any  # parsed JSON, or the raw bytes of a non-JSON body
+    headers: dict[str, str] = field(default_factory=dict)  # names lower-cased
+
+    @property
+    def bearer(self) -> str | None:
+        """The token of an `Authorization: Bearer <token>` header, else None."""
+        scheme, _, token = self.headers.get("authorization", "").partition(" ")
+        return token if scheme == "Bearer" and token else None
 
 
 @dataclass
@@ -63,7 +72,9 @@ class KfpStandIn:
                 body: Any = raw
                 if "json" in (self.headers.get("Content-Type") or "") and raw:
                     body = json.loads(raw)
-                standin.requests.append(Request(method, url.path, parse_qs(url.query), body))
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                query = parse_qs(url.query)
+                standin.requests.append(Request(method, url.path, query, body, headers))
                 code, obj = standin.answer(method, url.path, parse_qs(url.query), body)
                 self._reply(code, obj)
 

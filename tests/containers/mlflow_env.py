@@ -34,6 +34,19 @@ class MlflowServer:
 
 
 _held: dict[str, Any] = {"server": None, "users": 0}
+WEBHOOK_ENV = ("MLFLOW_WEBHOOK_ALLOWED_SCHEMES", "MLFLOW_WEBHOOK_ALLOW_PRIVATE_IPS")
+
+
+def manifest_webhook_env() -> dict[str, str]:
+    """MLflow's webhook settings as k8s/base/mlflow.yaml gives them (the dev overlay,
+    rendered), so that the container tier's webhook runs under the cluster's rules."""
+    from tests.containers.conftest import one, pod_spec, render
+
+    (container,) = pod_spec(one(render("dev"), "Deployment", "r2a-mlflow"))["containers"]
+    values = {e["name"]: e.get("value") for e in container.get("env", [])}
+    missing = [k for k in WEBHOOK_ENV if not values.get(k)]
+    assert not missing, f"k8s/base/mlflow.yaml sets no {', '.join(missing)}"
+    return {k: str(values[k]) for k in WEBHOOK_ENV}
 
 
 @pytest.fixture(scope="session")
@@ -46,6 +59,8 @@ def mlflow_server(
     if _held["server"] is None:
         state = tmp_path_factory.mktemp("mlflow-server")
         env = {"R2A_MLFLOW_DIR": str(state), "R2A_MLFLOW_PORT": str(_free_port())}
+        # the webhook settings the cluster's MLflow runs with: the rendered Deployment's
+        env |= manifest_webhook_env()
         os.environ.update(env)
         settings.cache_clear()
         st, seconds = server.up()
