@@ -533,7 +533,7 @@ def test_pipeline_parameters(compiled: dict[str, Any]) -> None:
     assert params["corpora"]["parameterType"] == "LIST"
     checkout = yaml.safe_load((ROOT / "params.yaml").read_text())
     assert params["corpora"]["defaultValue"] == list(pipeline_params(checkout).corpora)
-    assert params["corpora"]["defaultValue"] == ["hotpotqa_dev", "musique_dev"]
+    assert params["corpora"]["defaultValue"][:2] == ["hotpotqa_dev", "musique_dev"]
 
 
 # ---- (c) validation at submission, no host contacted ----------------------------------------
@@ -610,7 +610,8 @@ def test_validate_params_direct() -> None:
     with pytest.raises(R2AError) as e:
         retrain.validate_params(dataset="musique", corpora=["wiki"])
     assert str(e.value).endswith(
-        "choose among sample, hotpotqa, 2wikimultihopqa, hotpotqa_dev, musique_dev"
+        "choose among sample, hotpotqa, 2wikimultihopqa, hotpotqa_dev, musique_dev, "
+        "musique_dev_mixed, 2wiki_mixed"
     )
     # unset router fields are 0: each router's own params.yaml values (they differ)
     resolved = retrain.validate_params()
@@ -619,8 +620,11 @@ def test_validate_params_direct() -> None:
     given = retrain.validate_params(epochs=3, eval_every_n_steps=2, tau_step=0.05)
     assert (given["epochs"], given["eval_every_n_steps"], given["tau_step"]) == (3, 2, 0.05)
     # corpora unset: params.yaml pipeline.corpora, less the run's dataset (the loop's rule)
-    assert resolved["corpora"] == retrain.DEFAULTS["corpora"] == ["hotpotqa_dev", "musique_dev"]
-    assert retrain.validate_params(dataset="musique_dev")["corpora"] == ["hotpotqa_dev"]
+    every = ["hotpotqa_dev", "musique_dev", "musique_dev_mixed", "2wiki_mixed"]
+    assert resolved["corpora"] == retrain.DEFAULTS["corpora"] == every
+    assert retrain.validate_params(dataset="musique_dev")["corpora"] == [
+        c for c in every if c != "musique_dev"
+    ]
     assert retrain.validate_params(corpora=[])["corpora"] == []
     assert retrain.validate_params(corpora=("musique_dev",))["corpora"] == ["musique_dev"]
 
@@ -692,10 +696,11 @@ def test_corpora_flag() -> None:
     ]
     fake = FakeClient()
     for flag, sent in [
-        ([], ["hotpotqa_dev", "musique_dev"]),
+        ([], ["hotpotqa_dev", "musique_dev", "musique_dev_mixed", "2wiki_mixed"]),
         (["--corpora", ""], []),
         (["--corpora", "musique_dev"], ["musique_dev"]),
-        (["--dataset", "hotpotqa_dev"], ["musique_dev"]),  # the default, less the dataset
+        # the default, less the dataset
+        (["--dataset", "hotpotqa_dev"], ["musique_dev", "musique_dev_mixed", "2wiki_mixed"]),
     ]:
         submit.submit(parse(["--host", "h", *flag]), client=fake)
         kind, call = fake.calls[-1]
