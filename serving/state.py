@@ -58,8 +58,24 @@ def probe(answer: bool) -> tuple[bool, dict[str, Any]]:
     return True, {"ready": True, "answer_ready": answer_ok, "router_version": st.champion.version}
 
 
+# the registry as the service reads it: short, bounded waits (MLflow's own defaults, 120 s a
+# request and 7 retries, held a /reload for 60 s while the registry was down: issue 44)
+REGISTRY_TIMEOUT_S = 5  # MLFLOW_HTTP_REQUEST_TIMEOUT: a request's connect and read timeout
+REGISTRY_RETRIES = 1  # MLFLOW_HTTP_REQUEST_MAX_RETRIES (backoff factor 1 s, no jitter)
+RELOAD_WAIT_S = 5.0  # R2A_RELOAD_WAIT_S: /reload waits this long, then 503 + Retry-After
+
+
+def bound_registry_waits() -> None:
+    """MLflow's HTTP settings for this process, unless the environment sets them."""
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(REGISTRY_TIMEOUT_S))
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", str(REGISTRY_RETRIES))
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_JITTER", "0")
+
+
 class ServingState:
     def __init__(self) -> None:
+        bound_registry_waits()
         self.kind = os.environ.get("R2A_ROUTER", "r2a")
         self.dataset_env = os.environ.get("R2A_SERVE_DATASET")
         self.poll_s = float(os.environ.get("R2A_CHAMPION_POLL_S", "10"))
@@ -72,6 +88,10 @@ class ServingState:
         self.served = [self.kind, *(["kway"] if self.kway_enabled else [])]
         self.champions: dict[str, Champion] = {}
         self.backoff = LoadBackoff()  # versions that failed to load wait before a retry
+        self.unreachable: set[str] = set()  # families whose registry did not answer last
+        self._reload_lock = threading.Lock()  # one reload at a time: the poll's or /reload's
+        self._reload_guard = threading.Lock()
+        self._reloading: threading.Thread | None = None
         self.errors: dict[str, str] = {name: "not loaded yet" for name in self.served}
         if not self.kway_enabled:
             self.errors["kway"] = "disabled by R2A_KWAY=0"
@@ -109,11 +129,35 @@ class ServingState:
     def reload(self) -> dict[str, Any]:
         """Load each served family's champion if its version changed; the old one serves
         until the new one is bound and warm."""
-        for name in self.served:
-            self._reload(name)
-        from r2adapter.adr.retriever import refresh_champion
+        with self._reload_lock:
+            for name in self.served:
+                self._reload(name)
+            from r2adapter.adr.retriever import refresh_champion
 
-        refresh_champion()  # the adr mode's champion follows a promotion at once (never raises)
+            refresh_champion()  # the adr mode's champion follows a promotion (never raises)
+        return self.info()
+
+    def reload_now(self, wait_s: float | None = None) -> dict[str, Any]:
+        """/reload: a reload in a thread of its own (a second request joins the one under
+        way), waited for at most `wait_s` (R2A_RELOAD_WAIT_S). Unavailable (503 with
+        Retry-After) when it is still running then, or when the registry did not answer:
+        a request never holds a worker thread for the registry's timeouts."""
+        wait = (
+            wait_s
+            if wait_s is not None
+            else float(os.environ.get("R2A_RELOAD_WAIT_S", RELOAD_WAIT_S))
+        )
+        with self._reload_guard:
+            t = self._reloading
+            if t is None or not t.is_alive():
+                t = threading.Thread(target=self.reload, name="champion-reload", daemon=True)
+                t.start()
+                self._reloading = t
+        t.join(wait)
+        if t.is_alive():
+            raise Unavailable("the model registry is slow to answer: the reload goes on")
+        if self.kind in self.unreachable:
+            raise Unavailable("the model registry is unavailable: the champion in memory serves")
         return self.info()
 
     def _reload(self, name: str) -> None:
@@ -132,8 +176,10 @@ class ServingState:
         try:
             v = version_by_alias(fam.model, "champion")
         except R2AError as e:  # the registry does not answer: keep serving what we have
+            self.unreachable.add(name)
             self._note(name, f"{name} registry error: {e}{serving or fallback}", logging.WARNING)
             return
+        self.unreachable.discard(name)
         if v is None:
             if current is None:
                 self.errors[name] = (

@@ -60,6 +60,8 @@ def local_model(model: str, version: str) -> Path:
         mlflow.artifacts.download_artifacts(
             artifact_uri=f"models:/{model}/{version}", dst_path=str(part)
         )
+        if dest.is_dir() and not (dest / "MLmodel").is_file():
+            shutil.rmtree(dest, ignore_errors=True)  # not a model: replaced by this copy
         try:
             part.rename(dest)
         except OSError:  # another process completed the same version first: keep its copy
