@@ -129,7 +129,7 @@ def _emit(args: argparse.Namespace, report: object) -> bool:
 def _data_load(args: argparse.Namespace) -> int:
     from r2adapter import steps
 
-    r = steps.load(args.dataset)
+    r = steps.load(args.dataset, replace=args.replace)
     print(
         f"{r.dataset}: passages +{r.passages_added} -{r.passages_removed}, queries "
         f"+{r.queries_added} ~{r.queries_changed} -{r.queries_removed}"
@@ -682,6 +682,12 @@ def build_parser() -> argparse.ArgumentParser:
         c.set_defaults(func=func)
         if name == "validate":
             c.add_argument("--report", help="also write the figures as JSON (a DVC metric)")
+        else:
+            c.add_argument(
+                "--replace",
+                action="store_true",
+                help="replace a dataset of the same name stored from another folder",
+            )
 
     idx = sub.add_parser("index", help="embed passages, run OpenIE, build the graph")
     idx.add_argument("--dataset", required=True)

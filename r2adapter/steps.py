@@ -30,9 +30,10 @@ def validate(dataset: str) -> Report:
     return _validate(load_dataset(dataset))
 
 
-def load(dataset: str) -> LoadResult:
-    """Passages and queries into Postgres in one transaction."""
-    return _load(load_dataset(dataset))
+def load(dataset: str, replace: bool = False) -> LoadResult:
+    """Passages and queries into Postgres in one transaction (`replace`: also when the name
+    is stored from another folder)."""
+    return _load(load_dataset(dataset), replace=replace)
 
 
 def index(

@@ -38,12 +38,14 @@ class Gate:
 
 
 class _Refusals:
-    """Overload refusals (429, 503 overload) as at most one WARNING line every `every_s`
-    seconds, saying how many there were since the last: under overload a line a refusal
-    would be the log's main traffic (issue 27: 10,799 lines in 60 s), and each is counted in
-    /metrics (`r2a_unavailable_total`) anyway."""
+    """Refusals of one kind (overload: 429, 503 overload; a dependency down: 503) as at
+    most one WARNING line every `every_s` seconds, saying how many there were since the
+    last: under overload a line a refusal would be the log's main traffic (issue 27: 10,799
+    lines in 60 s), and a database outage wrote one a request (issue 44: 536 in 40 s); each
+    is counted in /metrics (`r2a_unavailable_total`) anyway."""
 
-    def __init__(self, every_s: float = 10.0) -> None:
+    def __init__(self, what: str = "overloaded", every_s: float = 10.0) -> None:
+        self.what = what
         self.every_s = every_s
         self.count = 0
         self.last = -every_s
@@ -56,7 +58,8 @@ class _Refusals:
             if now - self.last < self.every_s:
                 return
             n, self.count, self.last = self.count, 0, now
-        log.warning("overloaded: %s; %d request(s) refused since the last such line", why, n)
+        log.warning("%s: %s; %d request(s) refused since the last such line", self.what, why, n)
 
 
 refused = _Refusals()
+dependency_down = _Refusals("dependency unavailable")

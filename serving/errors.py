@@ -29,6 +29,14 @@ ERRORS: dict[int, str] = {
     "retry after `Retry-After` seconds",
 }
 URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)
+# what names a host without a scheme (issue 44, item 8): urllib3's `host='…', port=…`,
+# `host:port` and a bare IP address
+HOST_ARG = re.compile(r"\b(host|port)=('[^']*'|\"[^\"]*\"|[^\s,)]+)", re.IGNORECASE)
+HOST_PORT = re.compile(
+    r"(?<![\w.-])(?:(?:\[[0-9a-f:]+\]|\d{1,3}(?:\.\d{1,3}){3}|localhost)(?::\d{1,5})?"
+    r"|[a-z][a-z0-9-]*(?:\.[a-z0-9-]+)*:\d{2,5})(?![\w-])",
+    re.IGNORECASE,
+)
 
 
 class ErrorBody(BaseModel):
@@ -41,8 +49,11 @@ def retry_after_s() -> int:
 
 
 def scrub(text: str) -> str:
-    """No connection string, user or host reaches a client (issue 13, item 5)."""
-    return URL.sub("<url>", text)
+    """No connection string, user, host or port reaches a client (issue 13, item 5; issue
+    44, item 8)."""
+    text = URL.sub("<url>", text)
+    text = HOST_ARG.sub(lambda m: f"{m.group(1)}=<{m.group(1).lower()}>", text)
+    return HOST_PORT.sub("<host>", text)
 
 
 def error_response(

@@ -252,5 +252,7 @@ class InfoOut(Out):
     routing: str | None = None  # "kway" when the cost-aware router routes auto
     kway_version: str | None = None
     kway_note: str | None = None  # why the two-way champion routes instead
+    # router family → the version that failed to load: {version, attempts, retry_in_s}
+    failed_versions: dict[str, dict[str, Any]] | None = None
     ready: bool | None = None
     answer_ready: bool | None = None

@@ -33,7 +33,7 @@ from r2adapter.errors import DatabaseError, R2AError, ResourceError
 from r2adapter.llm.base import LLMError
 from r2adapter.route.family import Route
 from r2adapter.store.db import known_down
-from serving.admission import Gate, Overloaded, refused
+from serving.admission import Gate, Overloaded, dependency_down, refused
 from serving.errors import error_response
 from serving.middleware import (
     Hardening,
@@ -195,6 +195,15 @@ def route_out(r: Route) -> dict[str, t.Any]:
     return out
 
 
+def service_logging() -> None:
+    """The service's own lines (`r2a.*`: champion swaps, the database back, webhook moves)
+    in its log at INFO (R2A_LOG_LEVEL), through BentoML's handler: the `r2a` loggers took
+    the root logger's WARNING, so a champion swap left no line (issue 44, item 9). The
+    pool's reconnect warnings (multi-line, one per try) stay out: the breaker says it."""
+    logging.getLogger("r2a").setLevel(os.environ.get("R2A_LOG_LEVEL", "INFO").upper())
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+
+
 def limit_model_threads() -> int:
     """R2A_MODEL_THREADS (default 1) threads per model call: torch's intra-op pool (which the
     ONNX sessions created after this take as theirs) and BLAS. Requests run side by side on
@@ -219,10 +228,10 @@ def error_for(e: BaseException) -> JSONResponse:
         text = str(e)
         if "timed out" in text or "busy" in text:
             return error_response(503, text, reason="upstream_timeout")
-        log.warning("LLM unavailable: %s", text)  # may name the LLM's host: not for clients
+        dependency_down(f"LLM: {text}")  # may name the LLM's host: not for clients
         return error_response(503, "the answering LLM is unavailable", reason="dependency")
     if isinstance(e, DatabaseError):
-        log.warning("%s", e)  # names the database's address: the log, not the client
+        dependency_down(str(e))  # names the database's address: the log, not the client
         return error_response(503, "the database is unavailable: retry later", reason="dependency")
     if isinstance(e, Unavailable | AdrUnavailable):  # the message names what builds it
         return error_response(503, str(e), reason="dependency")
@@ -272,6 +281,7 @@ def answers_errors(f: F) -> F:
 )
 class R2AService:
     def __init__(self) -> None:
+        service_logging()
         self.model_threads = limit_model_threads()  # before the models load
         self.state = ServingState()
         self._auto = 0
@@ -381,12 +391,17 @@ class R2AService:
     @answers_errors
     def reload(self) -> InfoOut:
         """Re-read the champion alias now (the service also polls it). Needs the API key
-        when R2A_API_KEY is set."""
-        return InfoOut.model_validate(self.state.reload())
+        when R2A_API_KEY is set. 503 with Retry-After while the registry does not answer
+        (or is slower than R2A_RELOAD_WAIT_S); the champion in memory serves meanwhile."""
+        self.state.reload_now()
+        return self._info()
 
     @bentoml.api(route="/info")
     @answers_errors
     def info(self) -> InfoOut:
+        return self._info()
+
+    def _info(self) -> InfoOut:
         ready, _ = self.state.answer_ready()
         return InfoOut.model_validate(
             {**self.state.info(), "ready": self.state.ready(), "answer_ready": ready}

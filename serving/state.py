@@ -9,14 +9,30 @@ import threading
 import time
 from typing import Any
 
+import bentoml
+
 from r2adapter.adapter import R2Adapter, llm_answerer
 from r2adapter.config import DEFAULT_DATASET
 from r2adapter.errors import R2AError
 from r2adapter.index.encoder import get_encoder
+from r2adapter.registry.backoff import LoadBackoff
 from r2adapter.route.family import Champion
 from serving.errors import scrub
 
 log = logging.getLogger("r2a.serving")
+
+LOAD_FAILURES = bentoml.metrics.Counter(
+    name="r2a_champion_load_failures_total",
+    documentation="champion versions that failed to load (each retried after a backoff)",
+    labelnames=["router"],
+)
+STALE = bentoml.metrics.Gauge(
+    name="r2a_champion_stale",
+    documentation="1 while the last good champion serves because the alias is gone, points "
+    "at a version that failed to load, or the registry does not answer",
+    labelnames=["router"],
+    multiprocess_mode="max",
+)
 
 
 class Unavailable(Exception):
@@ -42,8 +58,24 @@ def probe(answer: bool) -> tuple[bool, dict[str, Any]]:
     return True, {"ready": True, "answer_ready": answer_ok, "router_version": st.champion.version}
 
 
+# the registry as the service reads it: short, bounded waits (MLflow's own defaults, 120 s a
+# request and 7 retries, held a /reload for 60 s while the registry was down: issue 44)
+REGISTRY_TIMEOUT_S = 5  # MLFLOW_HTTP_REQUEST_TIMEOUT: a request's connect and read timeout
+REGISTRY_RETRIES = 1  # MLFLOW_HTTP_REQUEST_MAX_RETRIES (backoff factor 1 s, no jitter)
+RELOAD_WAIT_S = 5.0  # R2A_RELOAD_WAIT_S: /reload waits this long, then 503 + Retry-After
+
+
+def bound_registry_waits() -> None:
+    """MLflow's HTTP settings for this process, unless the environment sets them."""
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(REGISTRY_TIMEOUT_S))
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", str(REGISTRY_RETRIES))
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_JITTER", "0")
+
+
 class ServingState:
     def __init__(self) -> None:
+        bound_registry_waits()
         self.kind = os.environ.get("R2A_ROUTER", "r2a")
         self.dataset_env = os.environ.get("R2A_SERVE_DATASET")
         self.poll_s = float(os.environ.get("R2A_CHAMPION_POLL_S", "10"))
@@ -55,6 +87,11 @@ class ServingState:
         self.kway_enabled = os.environ.get("R2A_KWAY", "1") not in ("0", "false", "no")
         self.served = [self.kind, *(["kway"] if self.kway_enabled else [])]
         self.champions: dict[str, Champion] = {}
+        self.backoff = LoadBackoff()  # versions that failed to load wait before a retry
+        self.unreachable: set[str] = set()  # families whose registry did not answer last
+        self._reload_lock = threading.Lock()  # one reload at a time: the poll's or /reload's
+        self._reload_guard = threading.Lock()
+        self._reloading: threading.Thread | None = None
         self.errors: dict[str, str] = {name: "not loaded yet" for name in self.served}
         if not self.kway_enabled:
             self.errors["kway"] = "disabled by R2A_KWAY=0"
@@ -92,45 +129,111 @@ class ServingState:
     def reload(self) -> dict[str, Any]:
         """Load each served family's champion if its version changed; the old one serves
         until the new one is bound and warm."""
-        for name in self.served:
-            self._reload(name)
-        from r2adapter.adr.retriever import refresh_champion
+        with self._reload_lock:
+            for name in self.served:
+                self._reload(name)
+            from r2adapter.adr.retriever import refresh_champion
 
-        refresh_champion()  # the adr mode's champion follows a promotion at once (never raises)
+            refresh_champion()  # the adr mode's champion follows a promotion (never raises)
+        return self.info()
+
+    def reload_now(self, wait_s: float | None = None) -> dict[str, Any]:
+        """/reload: a reload in a thread of its own (a second request joins the one under
+        way), waited for at most `wait_s` (R2A_RELOAD_WAIT_S). Unavailable (503 with
+        Retry-After) when it is still running then, or when the registry did not answer:
+        a request never holds a worker thread for the registry's timeouts."""
+        wait = (
+            wait_s
+            if wait_s is not None
+            else float(os.environ.get("R2A_RELOAD_WAIT_S", RELOAD_WAIT_S))
+        )
+        with self._reload_guard:
+            t = self._reloading
+            if t is None or not t.is_alive():
+                t = threading.Thread(target=self.reload, name="champion-reload", daemon=True)
+                t.start()
+                self._reloading = t
+        t.join(wait)
+        if t.is_alive():
+            raise Unavailable("the model registry is slow to answer: the reload goes on")
+        if self.kind in self.unreachable:
+            raise Unavailable("the model registry is unavailable: the champion in memory serves")
         return self.info()
 
     def _reload(self, name: str) -> None:
+        """Follow `name`'s champion alias. What is served stays unless a new version loads:
+        a registry that does not answer, an alias that is gone, and a version that fails to
+        load each keep the last good champion, and say so (`errors`, /info, one log line).
+        A version that failed is not tried again before its backoff ends (`LoadBackoff`)."""
         from r2adapter.families import family
         from r2adapter.registry.models import version_by_alias
 
         fam = family(name)
         two_way = name == self.kind
         fallback = "" if two_way else ": auto follows the two-way champion"
+        current = self.champions.get(name)
+        serving = f"; v{current.version} (the last good one) serves" if current else ""
         try:
             v = version_by_alias(fam.model, "champion")
-            if v is None:
-                self.champions.pop(name, None)
+        except R2AError as e:  # the registry does not answer: keep serving what we have
+            self.unreachable.add(name)
+            self._note(name, f"{name} registry error: {e}{serving or fallback}", logging.WARNING)
+            return
+        self.unreachable.discard(name)
+        if v is None:
+            if current is None:
                 self.errors[name] = (
                     f"no {name} champion in the registry: run `{fam.train_command}` and "
                     f"`r2a promote{'' if name == 'r2a' else ' --router ' + name}`{fallback}"
                 )
-                return
-            current = self.champions.get(name)
-            if current is None or current.version != str(v.version):
-                model, version = fam.load("champion")
-                if two_way:
-                    with self._lock:
-                        self.dataset_tag = v.tags.get("dataset")
-                champ = Champion(fam, fam.serve(model, self.dataset), version)
-                self._warm(champ)  # the old champion serves while the new one warms
-                with self._lock:
-                    self.champions[name] = champ
-                log.info("serving %s champion v%s", name, version)
-            self.errors[name] = ""
-        except R2AError as e:
-            self.errors[name] = f"{e}{fallback}"
-        except Exception as e:  # registry or index unreachable: keep serving what we have
-            self.errors[name] = f"{name} registry error: {type(e).__name__}: {e}"
+            else:  # deleted by hand, or a registry rebuilt: routing stays up
+                self._note(name, f"the {name} champion alias is gone from the registry{serving}")
+            return
+        version = str(v.version)
+        if current is not None and current.version == version:
+            self.backoff.pop(name, None)
+            self._note(name, "")
+            return
+        wait = self.backoff.wait_s(name, version)
+        if wait > 0:  # failed to load a moment ago: not again on every poll
+            return
+        tag = v.tags.get("dataset") if two_way else getattr(self, "dataset_tag", None)
+        try:
+            model, version = fam.load("champion", version=version)
+            champ = Champion(
+                fam, fam.serve(model, self.dataset_env or tag or DEFAULT_DATASET), version
+            )
+        except Exception as e:  # a broken version, or the registry gone midway
+            why = f"{type(e).__name__}: {e}" if not isinstance(e, R2AError) else str(e)
+            wait = self.backoff.failed(name, version, why)
+            LOAD_FAILURES.labels(router=name).inc()
+            self._note(
+                name,
+                f"{name} champion v{version} failed to load ({why.splitlines()[0][:200]})"
+                f"{serving or fallback}; next try in {wait:.0f} s",
+                logging.WARNING,
+            )
+            return
+        self._warm(champ)  # the old champion serves while the new one warms
+        with self._lock:
+            if two_way:
+                self.dataset_tag = v.tags.get("dataset")
+            self.champions[name] = champ
+        self.backoff.pop(name, None)
+        log.info(
+            "serving %s champion v%s%s",
+            name,
+            version,
+            f" (was v{current.version})" if current else "",
+        )
+        self._note(name, "")
+
+    def _note(self, name: str, text: str, level: int = logging.INFO) -> None:
+        """`name`'s state as /info says it; a change is one log line (not one a poll)."""
+        if text and text != self.errors.get(name):
+            log.log(level, "%s", scrub(text))
+        self.errors[name] = text
+        STALE.labels(router=name).set(int(bool(text) and name in self.champions))
 
     def _warm(self, champ: Champion) -> None:
         """One decision before the champion serves: its first call exports the fine-tuned
@@ -164,6 +267,8 @@ class ServingState:
             "routing": "kway" if k is not None else self.kind,
             "kway_version": k.version if k else None,
             "kway_note": scrub(self.kway_error) or None,
+            # versions that failed to load, each tried again after `retry_in_s`
+            "failed_versions": self.backoff.report() or None,
         }
 
     # -- parts --------------------------------------------------------------------------

@@ -35,10 +35,10 @@ class _Registry:
             raise self.error
         return None if self.version is None else SimpleNamespace(version=self.version)
 
-    def load_adr(self, alias: str = "champion") -> tuple[str, str]:
+    def load_adr(self, alias: str = "champion", version: str | None = None) -> tuple[str, str]:
         if self.load_error:
             raise self.load_error
-        assert self.version is not None
+        assert self.version is not None and version in (None, self.version)
         self.loads.append(self.version)
         return f"router v{self.version}", self.version
 
@@ -51,9 +51,11 @@ def registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Registry]:
     monkeypatch.setenv("R2A_CHAMPION_POLL_S", "0")  # no thread unless a test asks for one
     retriever.stop_poll()
     retriever._ROUTER.clear()
+    retriever._BACKOFF.pop("adr")
     yield reg
     retriever.stop_poll()
     retriever._ROUTER.clear()
+    retriever._BACKOFF.pop("adr")
 
 
 def test_the_champion_is_read_once_then_follows_the_alias(registry: _Registry) -> None:
@@ -75,6 +77,10 @@ def test_a_registry_failure_or_a_lost_alias_keeps_the_champion(registry: _Regist
     registry.version, registry.load_error = "3", OSError("artifact missing")
     assert retriever.refresh_champion() == "1"
     assert retriever.champion() == ("router v1", "1") and registry.loads == ["1"]
+    # the version that failed waits out its backoff (issue 44): not loaded on the next poll
+    registry.load_error = None
+    assert retriever.refresh_champion() == "1" and registry.loads == ["1"]
+    assert retriever._BACKOFF.report()["adr"]["version"] == "3"
 
 
 def test_the_poll_thread_serves_a_promotion(
@@ -100,7 +106,7 @@ def test_no_champion_is_a_clear_error_and_starts_no_poll(
 ) -> None:
     from r2adapter.adr import AdrUnavailable
 
-    def none(alias: str = "champion") -> tuple[str, str]:
+    def none(alias: str = "champion", version: str | None = None) -> tuple[str, str]:
         raise AdrUnavailable("no champion for r2a-router-adr: run `r2a train --router adr`")
 
     monkeypatch.setattr(adr_registry, "load_adr", none)

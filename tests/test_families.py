@@ -6,6 +6,7 @@ as the one decision record."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -37,9 +38,9 @@ class _Family:
     def fit(self, dataset: str, params: Any = None) -> Any:
         return None
 
-    def load(self, alias: str = "champion") -> tuple[Any, str]:
+    def load(self, alias: str = "champion", version: str | None = None) -> tuple[Any, str]:
         self.loads.append(alias)
-        return {"candidate": {"recall": 0.7}, "champion": {"recall": 0.6}}[alias], "?"
+        return {"candidate": {"recall": 0.7}, "champion": {"recall": 0.6}}[alias], version or "?"
 
     def test_split(self, dataset: str, candidate: Any, tags: Mapping[str, str]) -> Any:
         return dataset
@@ -79,6 +80,7 @@ def registry(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
 
     monkeypatch.setattr(promote_mod, "version_by_alias", version_by_alias)
     monkeypatch.setattr(promote_mod, "client", _Client)
+    monkeypatch.setattr(promote_mod, "promotion_lock", lambda model: contextlib.nullcontext())
     return reg
 
 

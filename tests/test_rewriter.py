@@ -338,3 +338,28 @@ def test_abandoned_calls_are_awaited_at_exit() -> None:
     t0 = time.monotonic()
     rewriter._wait_for_inflight()  # what runs at interpreter exit
     assert not rewriter._INFLIGHT and time.monotonic() - t0 < 1.0
+
+
+@pytest.mark.unit
+def test_a_slot_holding_a_comma_stays_one_slot() -> None:
+    """Issue 44, item 14: `r2a demo` showed `[Sir William Brereton, 1St Baronet, date of
+    death, ?]`, four slots to a reader. A slot with a comma (or a bracket or a quote) is
+    written as a JSON string; a `<placeholder>` keeps its own brackets; each line reads
+    back as the three slots written, and as the same fact query."""
+    from r2adapter.rewrite.parse import format_triplets, triplet_queries, triplet_slots
+
+    trips = [
+        ("Sir William Brereton, 1St Baronet", "date of death", "?"),
+        ("<the director of X, Y>", "father", "<person>"),
+        ("Ann", "born in", "Paris, France"),
+        ('The "Blue" [1990]', "genre", "?"),
+    ]
+    text = format_triplets(trips)
+    assert text.splitlines()[0] == '["Sir William Brereton, 1St Baronet", date of death, ?]'
+    assert text.splitlines()[1] == "[<the director of X, Y>, father, <person>]"
+    assert [triplet_slots(line[1:-1]) for line in text.splitlines()] == trips
+    assert triplet_queries(f"q\n{text}") == [
+        "Sir William Brereton, 1St Baronet date of death",
+        "Ann born in",
+        'The "Blue" [1990] genre',
+    ]

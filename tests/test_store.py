@@ -65,19 +65,22 @@ def test_load_is_idempotent(pg_env: dict[str, str]) -> None:
 
 
 def test_failure_midway_rolls_back(pg_env: dict[str, str], tmp_path: Path) -> None:
-    dst = tmp_path / "sample"
-    shutil.copytree(settings().data_dir / "sample", dst)
+    # the shipped sample under another name (a folder named `sample` elsewhere is refused)
+    dst = tmp_path / "rollback"
+    dst.mkdir()
+    for f in (settings().data_dir / "sample").glob("sample*.json"):
+        shutil.copy(f, dst / f.name.replace("sample", "rollback", 1))
     load(load_dataset(str(dst)))
-    before = _count("SELECT count(*) FROM passages WHERE dataset='sample'")
-    corpus = json.loads((dst / "sample_corpus.json").read_text())
+    before = _count("SELECT count(*) FROM passages WHERE dataset='rollback'")
+    corpus = json.loads((dst / "rollback_corpus.json").read_text())
     corpus.append({"title": "New", "text": "a new passage"})
     corpus.append({"title": "Bad", "text": "NUL \u0000 is refused by Postgres text"})
-    (dst / "sample_corpus.json").write_text(json.dumps(corpus))
+    (dst / "rollback_corpus.json").write_text(json.dumps(corpus))
     # the NUL is refused before anything is sent since issue 27 (a DataError naming the
     # passage); either way nothing of the load may be stored
     with pytest.raises((DatabaseError, DataError), match="nothing (was )?written"):
         load(load_dataset(str(dst)))
-    assert _count("SELECT count(*) FROM passages WHERE dataset='sample'") == before == 3
+    assert _count("SELECT count(*) FROM passages WHERE dataset='rollback'") == before == 3
     assert _count("SELECT count(*) FROM passages WHERE title='New'") == 0
 
 

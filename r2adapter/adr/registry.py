@@ -103,9 +103,9 @@ def train_and_register_adr(dataset: str, p: AdrParams | None = None) -> dict[str
     }
 
 
-def load_adr(alias: str = "champion") -> tuple[AdrRouter, str]:
-    """The registered ADR classifier behind an alias, and its version; none is a one-line
-    error naming the commands that make one."""
+def load_adr(alias: str = "champion", version: str | None = None) -> tuple[AdrRouter, str]:
+    """The registered ADR classifier behind an alias (or that `version`), and its version;
+    none is a one-line error naming the commands that make one."""
     from r2adapter.adr import AdrUnavailable
     from r2adapter.registry.models import load_alias
 
@@ -114,6 +114,7 @@ def load_adr(alias: str = "champion") -> tuple[AdrRouter, str]:
         alias,
         "`r2a train --dataset D --router adr` then `r2a promote --router adr`",
         AdrUnavailable,
+        version,
     )
     return router, version
 
@@ -153,8 +154,8 @@ class AdrFamily:
     def fit(self, dataset: str, params: Any = None) -> dict[str, Any]:
         return train_and_register_adr(dataset, params)
 
-    def load(self, alias: str = "champion") -> tuple[AdrRouter, str]:
-        return load_adr(alias)
+    def load(self, alias: str = "champion", version: str | None = None) -> tuple[AdrRouter, str]:
+        return load_adr(alias, version)
 
     def test_split(self, dataset: str, candidate: Any, tags: Mapping[str, str]) -> AdrSplit:
         labels, x, _ = _labels_and_x(dataset, adr_params().train_corpora)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from r2adapter.adr.operators import AdrOperators
+from r2adapter.registry.backoff import LoadBackoff
 from r2adapter.retrieve.base import Hit, Retriever
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ _LOCK = threading.Lock()
 _LOADING = threading.Lock()  # one champion load at a time (the first query's, or the poll's)
 _OPERATORS: dict[str, AdrOperators] = {}  # dataset → the loaded hypergraph's operators
 _ROUTER: dict[str, tuple[AdrRouter, str]] = {}  # "champion" → (router, version)
+_BACKOFF = LoadBackoff()  # a champion version that failed to load waits before a retry
 # "champion" → the thread following promotions and the event that stops it
 _POLL: dict[str, tuple[threading.Thread, threading.Event]] = {}
 
@@ -86,17 +88,28 @@ def refresh_champion() -> str | None:
     with _LOCK:
         served = _ROUTER.get("champion")
     current = served[1] if served else None
+    v = None
     try:
         v = version_by_alias(MODEL, "champion")
         if v is None or str(v.version) == current:
             return current
+        if _BACKOFF.wait_s("adr", str(v.version)) > 0:  # failed a moment ago: not every poll
+            return current
         with _LOADING:
-            router, version = load_adr("champion")
+            router, version = load_adr("champion", str(v.version))
             with _LOCK:
                 _ROUTER["champion"] = (router, version)
+        _BACKOFF.pop("adr")
         log.info("adr: serving %s v%s (was v%s)", MODEL, version, current)
         return version
     except Exception as e:  # the registry unreachable: keep serving the model we have
+        if v is not None:  # the version itself failed to load: back off from it
+            wait = _BACKOFF.failed("adr", str(v.version), str(e))
+            log.warning(
+                "adr: champion v%s failed to load (%s: %s); v%s serves, next try in %.0f s",
+                v.version, type(e).__name__, e, current, wait,
+            )  # fmt: skip
+            return current
         log.warning("adr: champion not re-read (%s: %s); v%s serves", type(e).__name__, e, current)
         return current
 

@@ -273,8 +273,28 @@ def load_dataset(dataset: str) -> Dataset:
     passages = CORPUS_FORMATS[cfmt](craw, cpath)
     queries = QUERY_FORMATS[qfmt](qraw, qpath, _Corpus(passages), name)
     return Dataset(
-        name, cfmt, qfmt, passages, queries, {"queries": str(qpath), "corpus": str(cpath)}
+        name,
+        cfmt,
+        qfmt,
+        passages,
+        queries,
+        {"queries": str(qpath), "corpus": str(cpath)},
+        dataset_source(name, folder),
     )
+
+
+def dataset_source(name: str, folder: Path) -> str:
+    """Where a dataset comes from, as the store keeps it: `data/<name>` for the shipped
+    folder of that name (under R2A_DATA_DIR, however it was given), else the folder."""
+    if folder.resolve() == (settings().data_dir / name).resolve():
+        return f"data/{name}"
+    return str(folder.resolve())
+
+
+def shipped_source(name: str) -> str | None:
+    """The source a shipped name is reserved for (`data/<name>`: a folder of that name under
+    R2A_DATA_DIR), else None."""
+    return f"data/{name}" if (settings().data_dir / name).is_dir() else None
 
 
 def dataset_name(dataset: str) -> str:

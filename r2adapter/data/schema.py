@@ -50,6 +50,9 @@ class Dataset:
     passages: list[Passage]
     queries: list[Query]
     files: dict[str, str] = field(default_factory=dict)
+    # where it was read from: `data/<name>` for a shipped one (R2A_DATA_DIR), else the
+    # folder's absolute path; the store keeps it, so another folder cannot take the name
+    source: str = ""
 
     @property
     def n_complete(self) -> int:

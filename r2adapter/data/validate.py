@@ -71,7 +71,8 @@ class Report:
 
 def corpus_problems(ds: Dataset) -> list[str]:
     """What validation fails on and a load cannot store as given: repeated passages,
-    passages over MAX_PASSAGE_CHARS, and a NUL character in a passage or a question
+    passages over MAX_PASSAGE_CHARS, an empty or blank passage or question, and a NUL
+    character in a passage or a question
     (Postgres' text type cannot hold one). Plain Python (milliseconds), so that `r2a data load`
     and `r2a index` refuse the corpora `r2a data validate` fails, without running the suites."""
     problems = []
@@ -99,12 +100,24 @@ def corpus_problems(ds: Dataset) -> list[str]:
             f"{len(retitled)} passage(s) repeat another's text under another title "
             f"(e.g. '{retitled[0].title[:60]}')"
         )
+    blank = [p for p in by_id.values() if not p.title.strip() or not p.text.strip()]
+    if blank:
+        problems.append(
+            f"{len(blank)} passage(s) have an empty or blank title or text "
+            f"(e.g. {blank[0].title[:60]!r}): give each a title and a text"
+        )
+    blank_q = [q for q in ds.queries if not isinstance(q.question, str) or not q.question.strip()]
+    if blank_q:
+        problems.append(
+            f"{len(blank_q)} question(s) are empty or blank (e.g. query {blank_q[0].id}): "
+            "give each a question or drop it"
+        )
     nul = [p for p in by_id.values() if "\x00" in p.title or "\x00" in p.text]
     if nul:
         problems.append(
             f"{len(nul)} passage(s) contain a NUL character (e.g. {nul[0].title[:60]!r}): remove it"
         )
-    nul_q = [q for q in ds.queries if "\x00" in q.question]
+    nul_q = [q for q in ds.queries if isinstance(q.question, str) and "\x00" in q.question]
     if nul_q:
         problems.append(
             f"{len(nul_q)} question(s) contain a NUL character (e.g. query {nul_q[0].id}): "

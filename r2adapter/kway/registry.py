@@ -195,11 +195,16 @@ def _version(alias: str) -> Any | None:
     return version_by_alias(MODEL, alias)
 
 
-def load_kway(alias: str = "champion") -> tuple[Any, str]:
-    """The registered k-way router behind an alias, and its version."""
+def load_kway(alias: str = "champion", version: str | None = None) -> tuple[Any, str]:
+    """The registered k-way router behind an alias (or that `version`), and its version."""
     from r2adapter.registry.models import load_alias
 
-    return load_alias(MODEL, alias, "`r2a train --router kway` then `r2a promote --router kway`")
+    return load_alias(
+        MODEL,
+        alias,
+        "`r2a train --router kway` then `r2a promote --router kway`",
+        version=version,
+    )
 
 
 def gate(cand: Mapping[str, float], champ: Mapping[str, float]) -> tuple[bool, list[str]]:
@@ -232,8 +237,8 @@ class KwayFamily:
     def fit(self, dataset: str, params: Any = None) -> dict[str, Any]:
         return train_and_register_kway(dataset, params)
 
-    def load(self, alias: str = "champion") -> tuple[Any, str]:
-        return load_kway(alias)
+    def load(self, alias: str = "champion", version: str | None = None) -> tuple[Any, str]:
+        return load_kway(alias, version)
 
     def test_split(self, dataset: str, candidate: Any, tags: Mapping[str, str]) -> SplitData:
         """The strategy labels under the candidate's table and features."""

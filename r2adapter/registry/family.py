@@ -60,10 +60,12 @@ class TwoWayFamily:
 
         return train_and_register(dataset, params or router_params(self.kind.backbone, None))
 
-    def load(self, alias: str = "champion") -> tuple[TrainedRouter, str]:
+    def load(
+        self, alias: str = "champion", version: str | None = None
+    ) -> tuple[TrainedRouter, str]:
         from r2adapter.registry.models import load_router
 
-        return load_router(self.kind.name, alias)
+        return load_router(self.kind.name, alias, version)
 
     def test_split(self, dataset: str, candidate: Any, tags: Mapping[str, str]) -> TwoWaySplit:
         from r2adapter.config import label_params

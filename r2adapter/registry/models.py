@@ -71,12 +71,25 @@ def alias_version(kind: str, alias: str) -> Any | None:
 
 
 def version_by_alias(model: str, alias: str) -> Any | None:
-    """The version of registered `model` behind `alias`, or None (no such model or alias)."""
+    """The version of registered `model` behind `alias`, or None (no such model or alias);
+    a registry that does not answer is a one-line R2AError, not None: a caller that keeps
+    a model while the alias is gone must not drop it because the registry is down."""
+    from mlflow.exceptions import MlflowException
+
     c = client()
     try:
         return c.get_model_version_by_alias(model, alias)
-    except Exception:
-        return None
+    except MlflowException as e:
+        if e.error_code in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE", "NOT_FOUND"):
+            return None
+        raise R2AError(f"MLflow registry error: {_first_line(e)}") from None
+    except Exception as e:  # connection refused, timed out: the registry is down
+        raise R2AError(f"MLflow registry unreachable: {type(e).__name__}") from None
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0][:200] if text else type(e).__name__
 
 
 def register_candidate(
@@ -123,24 +136,37 @@ def candidate_of(model: str, dataset: str | None, train: str) -> tuple[Any, str]
 
 
 def load_alias(
-    model: str, alias: str, commands: str, error: type[R2AError] = R2AError
+    model: str,
+    alias: str,
+    commands: str,
+    error: type[R2AError] = R2AError,
+    version: str | None = None,
 ) -> tuple[Any, str]:
     """The router inside registered `model`'s version behind `alias` (its pyfunc model's
     `router`), and that version; none is `error` naming `commands`, those that make one. The
-    one alias loader of every router family."""
-    v = version_by_alias(model, alias)
-    if v is None:
-        raise error(f"no {alias} for {model}: run {commands}")
+    one alias loader of every router family. `version`: that exact version instead, as a
+    caller that resolved the alias once reads it (the promotion gates what it moves).
+
+    The files come from the local model cache (r2adapter/registry/cache.py): downloaded
+    once per version, never into the temp folder."""
+    if version is None:
+        v = version_by_alias(model, alias)
+        if v is None:
+            raise error(f"no {alias} for {model}: run {commands}")
+        version = str(v.version)
     import mlflow.pyfunc
 
-    loaded = mlflow.pyfunc.load_model(f"models:/{model}@{alias}")
-    return loaded.unwrap_python_model().router, str(v.version)
+    from r2adapter.registry.cache import local_model
+
+    loaded = mlflow.pyfunc.load_model(str(local_model(model, version)))
+    return loaded.unwrap_python_model().router, version
 
 
-def load_router(kind: str = "r2a", alias: str = "champion") -> tuple[TrainedRouter, str]:
-    """The registered two-way router behind an alias, and its version."""
-    router, version = load_alias(model_name(kind), alias, "`r2a train` then `r2a promote`")
-    return router, version
+def load_router(
+    kind: str = "r2a", alias: str = "champion", version: str | None = None
+) -> tuple[TrainedRouter, str]:
+    """The registered two-way router behind an alias (or that `version`), and its version."""
+    return load_alias(model_name(kind), alias, "`r2a train` then `r2a promote`", version=version)
 
 
 def _gate_tags(tags: dict[str, str]) -> dict[str, float]:

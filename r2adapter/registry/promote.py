@@ -5,9 +5,13 @@ champion (another operating point, not a rival) does so without a comparison."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from r2adapter.data.metrics import metric_key
+from r2adapter.errors import R2AError
 from r2adapter.registry.models import candidate_of, client, version_by_alias
 from r2adapter.route.family import RouterFamily
 
@@ -27,8 +31,8 @@ class PromoteResult:
         return {
             "router": self.kind,
             "promoted": self.promoted,
-            "candidate": self.candidate,
-            "champion_before": self.champion_before,
+            "candidate": int(self.candidate),  # MLflow's version numbers
+            "champion_before": int(self.champion_before) if self.champion_before else None,
             "reasons": self.reasons,
             "candidate_metrics": self.candidate_metrics,
             "champion_metrics": self.champion_metrics,
@@ -45,30 +49,83 @@ class PromoteResult:
         return out
 
 
+MOVE_TRIES = 3  # the champion moved under a run this often: stop (one line) rather than loop
+
+
 def promote(family: RouterFamily, dataset: str | None = None) -> PromoteResult:
     """Gate `family`'s candidate against its champion on the frozen test split of `dataset`
-    (else the candidate's `dataset` tag); `champion` moves to it when the gate holds."""
+    (else the candidate's `dataset` tag); `champion` moves to it when the gate holds.
+
+    A compare-and-set: the candidate's version is read once and that version is loaded,
+    gated and moved; the champion is read again, under a lock, right before the alias
+    moves. When another run moved it meanwhile, the candidate is gated again against the
+    new champion, unless the new one is the newer version: then this run stops in one line,
+    so that two overlapping runs never leave an older version as champion (issue 44, item 3)."""
     cand_v, dataset = candidate_of(family.model, dataset, family.train_command)
+    candidate = str(cand_v.version)
     champ_v = version_by_alias(family.model, "champion")
-    cand, _ = family.load("candidate")
+    gated = str(champ_v.version) if champ_v is not None else None
+    cand, _ = family.load("candidate", version=candidate)
     split = family.test_split(dataset, cand, dict(cand_v.tags))
     cand_m = family.figures(cand, split)
-    champ_m = None
-    if champ_v is not None and champ_v.version == cand_v.version:
-        ok, reasons, champ_m = False, ["the candidate is already champion"], cand_m
-    elif champ_v is None:
-        ok, reasons = True, ["no champion yet: the first model becomes champion"]
-    else:
-        champ, _ = family.load("champion")
-        why = family.replaces(cand, champ)
-        if why is not None:
-            ok, reasons = True, [why]
-        else:
-            champ_m = family.figures(champ, split)
-            ok, reasons = family.gate(cand_m, champ_m)
-            if ok and not reasons:
-                reasons = [family.passed]
-    if ok:
-        client().set_registered_model_alias(family.model, "champion", cand_v.version)
-    before = champ_v.version if champ_v else None
-    return PromoteResult(family.name, ok, cand_v.version, before, reasons, cand_m, champ_m)
+    for _ in range(MOVE_TRIES):
+        ok, reasons, champ_m = _judge(family, cand, cand_m, split, candidate, gated)
+        if not ok:
+            return PromoteResult(family.name, False, candidate, gated, reasons, cand_m, champ_m)
+        now = _move_champion(family.model, gated, candidate)
+        if now == gated:
+            return PromoteResult(family.name, True, candidate, gated, reasons, cand_m, champ_m)
+        if now is not None and int(now) > int(candidate):
+            raise R2AError(
+                f"{family.model}: champion moved from v{gated} to the newer v{now} while this "
+                f"run gated candidate v{candidate}: nothing promoted"
+            )
+        gated = now  # another run moved it to an older version (or removed it): gate again
+    raise R2AError(
+        f"{family.model}: the champion moved {MOVE_TRIES} times while candidate v{candidate} "
+        "was gated: nothing promoted; run `r2a promote` again"
+    )
+
+
+def _judge(
+    family: RouterFamily, cand: Any, cand_m: dict[str, float], split: Any, candidate: str,
+    champion: str | None,
+) -> tuple[bool, list[str], dict[str, float] | None]:  # fmt: skip
+    """Whether `candidate` (loaded as `cand`, figures `cand_m`) replaces `champion`, why,
+    and the champion's figures."""
+    if champion == candidate:
+        return False, ["the candidate is already champion"], cand_m
+    if champion is None:
+        return True, ["no champion yet: the first model becomes champion"], None
+    champ, _ = family.load("champion", version=champion)
+    why = family.replaces(cand, champ)
+    if why is not None:
+        return True, [why], None
+    champ_m = family.figures(champ, split)
+    ok, reasons = family.gate(cand_m, champ_m)
+    return ok, reasons if reasons or not ok else [family.passed], champ_m
+
+
+def _move_champion(model: str, expected: str | None, candidate: str) -> str | None:
+    """Move `model`'s champion alias to `candidate` if it is still `expected`; the champion
+    found (== `expected`: moved)."""
+    with promotion_lock(model):
+        v = version_by_alias(model, "champion")
+        now = str(v.version) if v is not None else None
+        if now == expected:
+            client().set_registered_model_alias(model, "champion", candidate)
+        return now
+
+
+@contextmanager
+def promotion_lock(model: str) -> Iterator[None]:
+    """`model`'s alias moves one at a time, on any machine sharing the database (every
+    promotion reads its test split there): a Postgres advisory lock, released with the
+    transaction (and by the server when the process dies)."""
+    from r2adapter.store.db import connection
+
+    with connection() as conn:
+        conn.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"r2a-promote:{model}",)
+        )
+        yield

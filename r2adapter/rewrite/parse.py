@@ -98,8 +98,40 @@ def _words(text: str) -> list[str]:
 
 
 def format_triplets(triplets: list[Triplet]) -> str:
-    """One `[head, relation, tail]` line per triplet."""
-    return "\n".join(f"[{h}, {r}, {t}]" for h, r, t in triplets)
+    """One `[head, relation, tail]` line per triplet; a slot holding a comma, a bracket or
+    a double quote is written as a JSON string, so that every line reads as three slots
+    (`[Sir William Brereton, 1St Baronet, date of death, ?]` read as four: issue 44)."""
+    return "\n".join(f"[{_slot(h)}, {_slot(r)}, {_slot(t)}]" for h, r, t in triplets)
+
+
+_NEEDS_QUOTES = re.compile(r'[,\[\]"]')
+_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"')
+_SLOT_CUT = re.compile(r", (?![^<>]*>)")  # a `, ` outside a `<placeholder>`
+
+
+def _slot(text: str) -> str:
+    if _is_placeholder(text) and not re.search(r'[\[\]"<>]', text[1:-1]):
+        return text  # `<the director of X, Y>`: its brackets delimit it already
+    return json.dumps(text, ensure_ascii=False) if _NEEDS_QUOTES.search(text) else text
+
+
+def triplet_slots(body: str) -> tuple[str, str, str] | None:
+    """The three slots of a triplet line's body (between its outer brackets), quoted ones
+    unquoted; a line written before slots were quoted, with more than three parts, keeps
+    the extra commas in its head. None: fewer than three slots."""
+    quoted: list[str] = []
+
+    def keep(m: re.Match[str]) -> str:
+        quoted.append(json.loads(m.group()))
+        return f"\x00{len(quoted) - 1}\x00"
+
+    parts = [
+        re.sub(r"\x00(\d+)\x00", lambda m: quoted[int(m.group(1))], p)
+        for p in _SLOT_CUT.split(_QUOTED.sub(keep, body))
+    ]
+    if len(parts) < 3:
+        return None
+    return ", ".join(parts[:-2]), parts[-2], parts[-1]
 
 
 def rewritten_query(query: str, triplets: list[Triplet]) -> str:
@@ -136,11 +168,10 @@ def triplet_queries(query: str) -> list[str]:
         m = _TRIPLET_LINE.fullmatch(line.strip())
         if m is None:
             continue
-        body = m.group("body")
-        # the tail is `?`, a `<placeholder>` (either may hold commas) or the last part
-        cut = body.rfind(", <") if body.endswith(">") else body.rfind(", ")
-        head_rel = body[:cut] if cut > 0 else ""
-        head, _, rel = head_rel.rpartition(", ")
+        slots = triplet_slots(m.group("body"))
+        if slots is None:
+            continue
+        head, rel, _ = slots
         if head and rel and not head.startswith("<") and head != "?":
             text = f"{head} {rel.strip().lower()}"
             if text not in out:

@@ -87,8 +87,10 @@ class RouterFamily(Protocol):
     def fit(self, dataset: str, params: Any = None) -> Any:
         """Train on the labels, register as `candidate` in one MLflow run; the report."""
 
-    def load(self, alias: str = "champion") -> tuple[Any, str]:
-        """The registered model behind `alias`, and its version."""
+    def load(self, alias: str = "champion", version: str | None = None) -> tuple[Any, str]:
+        """The registered model behind `alias` (or that exact `version`: a caller that
+        resolved the alias once, so what it read and what it loads are the same), and its
+        version."""
 
     def test_split(self, dataset: str, candidate: Any, tags: Mapping[str, str]) -> Any:
         """The frozen test split the gate reads, prepared once for candidate and champion

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import psycopg
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from r2adapter.config import settings
 from r2adapter.errors import DatabaseError
@@ -72,7 +72,7 @@ def pool(min_size: int = 1, max_size: int = 8) -> ConnectionPool:
                 configure=_configure,
                 timeout=5,
                 name="r2a",
-                check=ConnectionPool.check_connection,
+                check=_checked,
             )
             _pool_url = url
             try:
@@ -87,12 +87,26 @@ def pool(min_size: int = 1, max_size: int = 8) -> ConnectionPool:
         return _pool
 
 
-def close_pool() -> None:
+def _checked(conn: psycopg.Connection) -> None:
+    """The pool's check on checkout; a dead connection on a server that is gone opens the
+    breaker now, so the requests queued behind it fail at once instead of each waiting out
+    the pool's timeout while it reconnects (issue 44, item 6)."""
+    try:
+        ConnectionPool.check_connection(conn)
+    except psycopg.OperationalError as e:
+        if not ping(timeout_s=1):
+            _breaker.trip(str(e).strip().splitlines()[0] if str(e).strip() else "lost")
+        raise
+
+
+def close_pool(timeout_s: float = 5.0) -> None:
+    """Close the pool; callers waiting on it for a connection fail at once (PoolClosed).
+    `timeout_s`: how long to wait for its reconnecting threads (0: not at all)."""
     global _pool
     with _lock:
-        if _pool is not None:
-            _pool.close()
-            _pool = None
+        p, _pool = _pool, None
+    if p is not None:
+        p.close(timeout=timeout_s)
 
 
 def ping(timeout_s: int = 2) -> bool:
@@ -131,6 +145,9 @@ class _Breaker:
         threading.Thread(target=self._watch, name="db-breaker", daemon=True).start()
 
     def _watch(self) -> None:
+        # the requests already waiting on the pool for a connection fail now, not after the
+        # pool's 5 s checkout timeout (issue 44, item 6: in-flight requests stalled 5.1 s)
+        close_pool(timeout_s=0)
         while self.url == database_url() and not ping(timeout_s=1):
             time.sleep(CHECK_EVERY_S)
         close_pool()  # its connections died with the server; the next caller opens anew
@@ -171,6 +188,14 @@ def connection() -> Iterator[psycopg.Connection]:
         if not _alive(conn_error=e):
             _breaker.trip(detail)
         raise DatabaseError(f"database error at {_redacted(database_url())}: {detail}") from None
+    except (PoolClosed, PoolTimeout) as e:  # the breaker closed the pool under us, or no
+        # connection came within the pool's timeout: the server is gone or saturated
+        if isinstance(e, PoolTimeout) and not ping(timeout_s=1):
+            _breaker.trip("no connection within the pool's timeout")
+        raise DatabaseError(
+            f"database unreachable at {_redacted(database_url())} ({type(e).__name__}): "
+            "run `r2a db up` or set R2A_DATABASE_URL"
+        ) from None
     except DatabaseError:  # pool() could not open: the server is not there
         _breaker.trip("no connection could be opened")
         raise

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg.types.json import Jsonb
 
+from r2adapter.data.adapters import shipped_source
 from r2adapter.data.schema import Dataset
 from r2adapter.data.validate import corpus_problems
 from r2adapter.errors import DatabaseError, DataError
@@ -79,11 +80,28 @@ RETURNING (xmax = 0) AS inserted
 """
 
 
-def load(ds: Dataset) -> LoadResult:
+_UPSERT_DATASET = """
+INSERT INTO datasets (name, corpus_format, query_format, n_passages, n_queries,
+                      content_sha256, source)
+VALUES (%s, %s, %s, %s, %s, %s, NULLIF(%s, ''))
+ON CONFLICT (name) DO UPDATE SET
+    corpus_format = EXCLUDED.corpus_format, query_format = EXCLUDED.query_format,
+    n_passages = EXCLUDED.n_passages, n_queries = EXCLUDED.n_queries,
+    content_sha256 = EXCLUDED.content_sha256, loaded_at = now(),
+    source = COALESCE(EXCLUDED.source, datasets.source)
+WHERE datasets.content_sha256 IS DISTINCT FROM EXCLUDED.content_sha256
+   OR datasets.source IS DISTINCT FROM COALESCE(EXCLUDED.source, datasets.source)
+"""
+
+
+def load(ds: Dataset, replace: bool = False) -> LoadResult:
     """Make the stored dataset equal to `ds`; a second identical load changes nothing.
 
-    A corpus validation fails on for repeated or over-long passages is refused whole (a
-    one-line DataError, nothing written) rather than stored with the repeats dropped."""
+    A corpus validation fails on for repeated or over-long passages, or blank questions, is
+    refused whole (a one-line DataError, nothing written) rather than stored with the
+    repeats dropped. A name stored from another source (or a shipped name, from a folder
+    that is not the shipped one) is refused too, unless `replace`: the stored dataset is
+    what every label, index and router of that name was made from."""
     problems = corpus_problems(ds)
     if problems:
         raise DataError(
@@ -93,13 +111,18 @@ def load(ds: Dataset) -> LoadResult:
     migrate()
     try:
         with connection() as conn, conn.transaction():
+            row = conn.execute(
+                "SELECT source FROM datasets WHERE name = %s FOR UPDATE", (ds.name,)
+            ).fetchone()
+            owner = (row[0] if row else None) or shipped_source(ds.name)
+            if ds.source and owner and owner != ds.source and not replace:
+                raise DataError(
+                    f"{ds.name}: not loaded, nothing written: the name is stored from {owner},"
+                    f" not {ds.source}; rename the folder, or replace it with `r2a data load"
+                    f" --dataset {ds.source} --replace`"
+                )
             conn.execute(
-                "INSERT INTO datasets (name, corpus_format, query_format, n_passages, n_queries,"
-                " content_sha256) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (name) DO UPDATE"
-                " SET corpus_format = EXCLUDED.corpus_format, query_format ="
-                " EXCLUDED.query_format, n_passages = EXCLUDED.n_passages, n_queries ="
-                " EXCLUDED.n_queries, content_sha256 = EXCLUDED.content_sha256, loaded_at = now()"
-                " WHERE datasets.content_sha256 IS DISTINCT FROM EXCLUDED.content_sha256",
+                _UPSERT_DATASET,
                 (
                     ds.name,
                     ds.corpus_format,
@@ -107,6 +130,7 @@ def load(ds: Dataset) -> LoadResult:
                     len(ds.passages),
                     len(ds.queries),
                     content_sha256(ds),
+                    ds.source,
                 ),
             )
             existing = {
