@@ -114,10 +114,20 @@ def train(dataset: str, backbone: str | None = None, **overrides: object) -> Tra
 
 
 def train_kway(dataset: str) -> dict[str, Any]:
-    """Train the cost-aware router on the strategy labels; register it as `candidate`."""
+    """Train the cost-aware router on the strategy labels; register it as `candidate`. Its
+    route and budget: chosen on nested transfers between the corpora it trains on when
+    params.yaml names candidates (kway/loco.py `served_point`), else params.yaml's."""
+    from dataclasses import replace
+
+    from r2adapter.config import kway_params
+    from r2adapter.kway.loco import served_point
     from r2adapter.kway.registry import train_and_register_kway
 
-    return train_and_register_kway(dataset_name(dataset))
+    name = dataset_name(dataset)
+    every = kway_params()
+    chosen = served_point(name, every)
+    p = replace(every, route=chosen[0], budget=chosen[1]) if chosen else every
+    return train_and_register_kway(name, p)
 
 
 def require_candidate(model: str, version: str) -> None:

@@ -134,9 +134,18 @@ def test_training_joins_query_sets_over_one_corpus_and_counts_a_query_once(
 
 @pytest.mark.unit
 def test_candidate_points_default_to_the_quality_point() -> None:
-    every = kway_params(route_candidates=(), quality_route=("dense@5", "graph+rw@5"))
+    table = ("dense@2", "dense@5", "graph@5", "graph+rw@5")
+    every = kway_params(
+        strategies=table, route=(), route_candidates=(), quality_route=("dense@5", "graph+rw@5")
+    )
     assert loco.candidate_points(every) == [(("dense@5", "graph+rw@5"), every.quality_budget)]
-    two = kway_params(route_candidates=("dense@2,graph@5", "dense@5"), budget_candidates=(0.5,))
+    two = kway_params(
+        strategies=table,
+        route=("dense@5",),
+        quality_route=(),
+        route_candidates=("dense@2,graph@5", "dense@5"),
+        budget_candidates=(0.5,),
+    )
     assert loco.candidate_points(two) == [(("dense@2", "graph@5"), 0.5), (("dense@5",), 0.5)]
 
 

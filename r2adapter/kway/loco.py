@@ -526,3 +526,21 @@ def best_fixed_comparison(
             "cheaper": bool(ratio and ratio["ci95"][1] < 1.0),
         }
     }
+
+
+def served_point(dataset: str, every: KwayParams) -> tuple[tuple[str, ...], float] | None:
+    """The served router's route and budget when params.yaml names candidates
+    (`kway.route_candidates`): chosen as leave-one-out chooses its `kway` row, on nested
+    transfers between the corpora it trains on (kway/loco.py `choose_point`); None: the
+    route and budget of params.yaml."""
+    if not every.route_candidates:
+        return None
+    from r2adapter.kway.registry import training_corpora as served_corpora
+
+    corpora = served_corpora(dataset, every.train_corpora, strategy_label_path)
+    names, table, data = read_corpora(corpora, every)
+    groups = corpus_groups(corpora, data)
+    if len(groups) < 2:
+        return None
+    point, _ = choose_point(groups, names, table, every)
+    return point.route, point.budget

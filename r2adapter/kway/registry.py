@@ -9,7 +9,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -80,28 +80,6 @@ def split_data(dataset: str, p: KwayParams) -> SplitData:
     )
 
 
-def served_point(dataset: str, every: KwayParams) -> tuple[tuple[str, ...], float] | None:
-    """The served router's route and budget when params.yaml names candidates
-    (`kway.route_candidates`): chosen as leave-one-out chooses its `kway` row, on nested
-    transfers between the corpora it trains on (kway/loco.py `choose_point`); None: the
-    route and budget of params.yaml."""
-    if not every.route_candidates:
-        return None
-    from r2adapter.kway.labels import strategy_label_path
-    from r2adapter.kway.loco import choose_point, corpus_groups, read_corpora
-
-    corpora = training_corpora(dataset, every.train_corpora, strategy_label_path)
-    names, table, data = read_corpora(corpora, every)
-    groups = corpus_groups(corpora, data)
-    if len(groups) < 2:
-        return None
-    point, _ = choose_point(groups, names, table, every)
-    log.info(
-        "kway: route %s at budget %s chosen on %d corpora", point.route, point.budget, len(groups)
-    )
-    return point.route, point.budget
-
-
 def corpus_split_data(dataset: str, p: KwayParams) -> SplitData:
     from r2adapter.index.encoder import get_encoder
     from r2adapter.kway.features import KwayFeatures
@@ -147,9 +125,7 @@ def train_and_register_kway(dataset: str, p: KwayParams | None = None) -> dict[s
     from r2adapter.registry.tracking import mlflow_setup
 
     t0 = time.perf_counter()
-    every = p or kway_params()
-    chosen = served_point(dataset, every)
-    p = replace(every, route=chosen[0], budget=chosen[1]).routed() if chosen else every.routed()
+    p = (p or kway_params()).routed()  # the heads cover the strategies it routes among
     d = split_data(dataset, p)
     tr, va = np.where(d.split == "train")[0], np.where(d.split == "val")[0]
     if not len(tr) or not len(va):
