@@ -404,16 +404,18 @@ def _evaluate_decomposition(args: argparse.Namespace) -> int:
 
 def _evaluate_answers(args: argparse.Namespace) -> int:
     """`r2a evaluate answers`: a reader answers from each strategy's passages (issue 40)."""
-    from r2adapter.kway.answers import answers_report
+    from r2adapter.kway.answers import answers_report, router_rows
 
     names = (
         [n.strip() for n in args.strategies.split(",") if n.strip()] if args.strategies else None
     )
+    extra = router_rows(args.dataset, args.router_report) if args.router_report else None
     r = answers_report(
         args.dataset,
         names,
         args.reader,
         args.limit,
+        extra=extra,
         max_tokens=args.max_tokens,
         timeout=args.timeout,
         workers=args.workers,
@@ -849,6 +851,13 @@ def build_parser() -> argparse.ArgumentParser:
         "model: R2A_LLM_MODEL, else the first it lists)",
     )
     ea.add_argument("--limit", type=int, default=None, help="a stable sample of N queries")
+    ea.add_argument(
+        "--router-report",
+        default=None,
+        metavar="JSON",
+        help="a leave-one-out routing report (reports/routing/kway_<D>_loco.json): its routers'"
+        " per-query choices answer as rows of their own (kway, kway_served)",
+    )
     ea.add_argument("--max-tokens", type=int, default=None, help="answer tokens at most (32)")
     ea.add_argument("--timeout", type=float, default=None, help="seconds per answer")
     ea.add_argument("--workers", type=int, default=1, help="answers in flight (a server)")

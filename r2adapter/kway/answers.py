@@ -114,3 +114,31 @@ def answers_report(
     finally:
         if reader != LOCAL:
             llm.close()
+
+
+def router_rows(dataset: str, report_path: str) -> dict[str, dict[str, list[str]]]:
+    """The routers of a leave-one-out report (`choices`: row → query id → strategy) as
+    answer rows: each query's passages from the strategy labels of the strategy chosen."""
+    import json
+    from pathlib import Path
+
+    from r2adapter.kway.labels import read_strategy_labels
+
+    path = Path(report_path)
+    try:
+        report = json.loads(path.read_text())
+        choices = report["choices"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise R2AError(
+            f"{path}: not a routing report with per-query choices ({type(e).__name__}): run "
+            f"`r2a evaluate routing --dataset {dataset} --protocol loco`"
+        ) from None
+    if report.get("dataset") != dataset_name(dataset):
+        raise R2AError(f"{path} is the report of {report.get('dataset')!r}, not of {dataset!r}")
+    labels = {
+        lab.query_id: lab for lab in read_strategy_labels(dataset_name(dataset), reader=False)
+    }
+    return {
+        row: {q: list(labels[q].outcomes[s].passages) for q, s in per.items() if q in labels}
+        for row, per in choices.items()
+    }

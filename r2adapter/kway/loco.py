@@ -454,6 +454,11 @@ def loco_report(
         "ablation": {},
         "paired": paired,
         "notes": notes,
+        # each router's strategy per held-out query (`r2a evaluate answers --router-report`)
+        "choices": {
+            row: {lab.query_id: table[int(c)].name for lab, c in zip(held.labels, ch, strict=True)}
+            for row, ch in choices.items()
+        },
     }
 
 
