@@ -37,7 +37,10 @@ def corpora_to_evaluate(names: Sequence[str] | None = None) -> list[str]:
 
 
 def _row(r: dict[str, Any]) -> dict[str, Any]:
-    keep = ("recall", "fcr", "mean_passages", "mean_tokens", "mean_ms", "share")
+    keep = (
+        "recall", "fcr", "mean_passages", "mean_tokens", "mean_prompt_tokens", "mean_ms",
+        "mean_cost", "share", "by_type",
+    )  # fmt: skip
     return {k: r[k] for k in keep if k in r}
 
 
@@ -61,10 +64,10 @@ def corpus_figures(dataset: str, budget: float | None = None) -> dict[str, Any]:
     table = strategy_table(names)
     labels = read_strategy_labels(dataset, kway_params(strategies=tuple(names)))
     m = outcome_matrix(labels, table)
-    rec = m["recall"]
+    rec, cost = m["recall"], m["cost"]
     # the best fixed strategy at five passages or fewer (what every router hands at most)
     five = [j for j, s in enumerate(table) if m["passages"][:, j].mean() <= 5.0 + 1e-9]
-    best = max(five, key=lambda j: (rec[:, j].mean(), -m["ms"][:, j].mean()))
+    best = max(five, key=lambda j: (rec[:, j].mean(), -cost[:, j].mean()))
     rows: dict[str, Any] = {}
     for j, s in enumerate(table):
         rows[f"always_{s.name}"] = {
@@ -72,6 +75,7 @@ def corpus_figures(dataset: str, budget: float | None = None) -> dict[str, Any]:
             "fcr": float(m["full"][:, j].mean()),
             "mean_passages": float(m["passages"][:, j].mean()),
             "mean_ms": float(m["ms"][:, j].mean()),
+            "mean_cost": float(cost[:, j].mean()),
             "vs_best": paired_bootstrap(rec[:, j], rec[:, best]),
         }
     oracle = oracle_choice(m, table, range(len(table)))
@@ -79,6 +83,7 @@ def corpus_figures(dataset: str, budget: float | None = None) -> dict[str, Any]:
     rows["oracle"] = {
         "recall": float(rec[idx, oracle].mean()),
         "mean_ms": float(m["ms"][idx, oracle].mean()),
+        "mean_cost": float(cost[idx, oracle].mean()),
         "mean_passages": float(m["passages"][idx, oracle].mean()),
         "vs_best": paired_bootstrap(rec[idx, oracle], rec[:, best]),
     }
@@ -86,10 +91,16 @@ def corpus_figures(dataset: str, budget: float | None = None) -> dict[str, Any]:
         k = rep.get("routers", {}).get(row)
         if k is not None:
             bf = rep.get("paired", {}).get("best_fixed" + row[4:], {})
-            rows[f"{row}_loco"] = {**_row(k), "vs_best": bf.get("paired"), "vs": bf.get("strategy")}
+            rows[f"{row}_loco"] = {
+                **_row(k),
+                "vs_best": bf.get("paired"),
+                "vs": bf.get("strategy"),
+                "cost_ratio": bf.get("cost_ratio"),
+            }
     return {
         "dataset": dataset,
         "n_queries": len(labels),
+        "cost_unit": rep.get("cost_unit"),
         "best_fixed": table[best].name,
         "rows": rows,
         "trained_on": rep.get("trained_on"),
@@ -159,8 +170,9 @@ def plot_corpora(report: dict[str, Any], path: Any) -> None:
             fixed = name.startswith("always_")
             if r.get("mean_passages", 5) > 5.0 + 1e-9:
                 continue
+            x = r.get("mean_cost", r["mean_ms"])
             ax.scatter(
-                r["mean_ms"],
+                x,
                 r["recall"],
                 marker="o" if fixed else "*",
                 s=25 if fixed else 120,
@@ -168,12 +180,13 @@ def plot_corpora(report: dict[str, Any], path: Any) -> None:
             )
             ax.annotate(
                 name.removeprefix("always_"),
-                (r["mean_ms"], r["recall"]),
+                (x, r["recall"]),
                 fontsize=6 if fixed else 8,
                 xytext=(3, 2),
                 textcoords="offset points",
             )
-        ax.set(title=f"{c} ({f['n_queries']} q)", xlabel="mean ms", ylabel="recall (≤ 5 passages)")
+        unit = f.get("cost_unit") or "mean ms"
+        ax.set(title=f"{c} ({f['n_queries']} q)", xlabel=f"mean cost ({unit})", ylabel="recall")
         ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -193,7 +206,8 @@ def table_lines(report: dict[str, Any]) -> list[str]:
             vs = r.get("vs_best")
             iv = f"{vs['diff']:+.3f} [{vs['ci95'][0]:+.3f}, {vs['ci95'][1]:+.3f}]" if vs else ""
             out.append(
-                f"  {name:<20} recall {r['recall']:.3f}  ms {r['mean_ms']:6.1f}  passages "
+                f"  {name:<20} recall {r['recall']:.3f}  ms {r['mean_ms']:6.1f}  cost "
+                f"{r.get('mean_cost', float('nan')):7.2f}  passages "
                 f"{r.get('mean_passages', float('nan')):.2f}  vs best {iv}"
             )
         out.extend(f"  note: {n}" for n in f.get("notes", []))
