@@ -447,7 +447,9 @@ class RouterParams:
 KWAY_FEATURES = ("query_embedding", "title_cover", "dense_scores", "question_shape")
 
 
-TRANSFERS = ("plugin", "shift")  # kway.transfer
+# kway.transfer: plugin (thresholds re-searched at the new corpus's costs, label-free), shift
+# (one δ for every threshold), keep (the thresholds as trained: the heads' confidence alone)
+TRANSFERS = ("plugin", "shift", "keep")
 COSTS = ("measured", "cpu", "calibrated", "cpu_median")  # kway.cost
 
 
@@ -523,6 +525,7 @@ class KwayParams:
     # nested recall gap against the best fixed strategy (<= max_passages) is >= -loco_tolerance
     route_candidates: tuple[str, ...] = ()
     budget_candidates: tuple[float, ...] = (0.3, 0.5, 0.7, 1.0)
+    transfer_candidates: tuple[str, ...] = ()  # kway.transfer rules the fold may choose
     loco_tolerance: float = 0.01
     # no head confident: `best`, the best single strategy within the passage budget;
     # `affordable`, the best one whose mean ms is also within the cost cap; `searched`,
@@ -574,6 +577,8 @@ class KwayParams:
             for cand in self.route_candidates:
                 stray = [x.strip() for x in cand.split(",") if x.strip() not in self.strategies]
                 _need(not stray, f"kway.route_candidates: {stray} not in kway.strategies")
+        bad = [t for t in self.transfer_candidates if t not in TRANSFERS]
+        _need(not bad, f"kway.transfer_candidates: {bad} not among {', '.join(TRANSFERS)}")
         _need(
             all(0.0 <= b <= 1.0 for b in self.budget_candidates) and bool(self.budget_candidates),
             f"kway.budget_candidates: a non-empty list in [0, 1], not {self.budget_candidates}",

@@ -284,6 +284,9 @@ def calibrate_kway(
     with the heads' suitabilities standing in for the recall no label gives. `shift` (or no
     prices): every threshold moved by one δ until the questions, priced at the training
     corpus's mean ms, meet the budget (the largest expected cost within it)."""
+    if p.transfer == "keep":
+        notes.append("kway: the thresholds as trained (kway.transfer keep)")
+        return router
     probs = router.probs(x)
     if p.transfer == "plugin" and mean_ms is not None:
         ms = np.asarray(mean_ms, dtype=np.float64)

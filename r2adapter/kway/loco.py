@@ -192,11 +192,13 @@ def _best_fixed(m: dict[str, np.ndarray], passages: float) -> int:
 
 @dataclass(frozen=True)
 class Point:
-    """An operating point chosen inside a fold: the route, its budget, the margin."""
+    """An operating point chosen inside a fold: the route, its budget, the margin, and the
+    transfer rule (`kway.transfer`)."""
 
     route: tuple[str, ...]
     budget: float
     margin: float
+    transfer: str = ""  # "": params.yaml kway.transfer
 
 
 def candidate_points(every: KwayParams) -> list[tuple[tuple[str, ...], float]]:
@@ -224,10 +226,11 @@ def choose_point(
     those, the least mean cost ratio (ties: the better worst gap); when none holds, the
     best worst gap."""
     cands = candidate_points(every)
+    transfers = list(every.transfer_candidates) or [every.transfer]
     keys = list(groups)
     if len(keys) < 2:
         route, budget = cands[0]
-        return Point(route, budget, 0.0), []
+        return Point(route, budget, 0.0, transfers[0]), []
     rows: list[dict[str, Any]] = []
     for route, budget in cands:
         p = replace(every, route=route, budget=budget).routed()
@@ -235,11 +238,9 @@ def choose_point(
         tk = [table[j] for j in cols]
         for a in keys:
             router, _, _ = _train([groups[a]], cols, tk, p, a)
-            for b in keys:
-                if b == a:
-                    continue
+            for b, rule in ((b, t) for b in keys if b != a for t in transfers):
                 d = groups[b]
-                kr = _transfer(router, d, cols, p, [])
+                kr = _transfer(router, d, cols, replace(p, transfer=rule), [])
                 j = _best_fixed(d.m, every.max_passages)
                 cost = d.m["cost"]
                 best_rec, best_cost = float(d.m["recall"][:, j].mean()), float(cost[:, j].mean())
@@ -250,6 +251,7 @@ def choose_point(
                         {
                             "route": list(route),
                             "budget": budget,
+                            "transfer": rule,
                             "margin": float(delta),
                             "train": a,
                             "transfer_to": b,
@@ -265,9 +267,10 @@ def choose_point(
 
 def pick_point(rows: Sequence[dict[str, Any]], tolerance: float) -> Point:
     """`choose_point`'s rule over its nested rows."""
-    by: dict[tuple[tuple[str, ...], float, float], list[dict[str, Any]]] = {}
+    by: dict[tuple[tuple[str, ...], float, float, str], list[dict[str, Any]]] = {}
     for r in rows:
-        by.setdefault((tuple(r["route"]), r["budget"], r["margin"]), []).append(r)
+        key = (tuple(r["route"]), r["budget"], r["margin"], r.get("transfer", ""))
+        by.setdefault(key, []).append(r)
 
     def gap(rs: list[dict[str, Any]]) -> float:
         return round(min(r["recall"] - r["best_fixed_recall"] for r in rs), 9)
@@ -280,7 +283,7 @@ def pick_point(rows: Sequence[dict[str, Any]], tolerance: float) -> Point:
         key = min(holds, key=lambda k: (round(ratio(by[k]), 6), -gap(by[k]), k[2]))
     else:
         key = max(by, key=lambda k: (gap(by[k]), -ratio(by[k]), -k[2]))
-    return Point(key[0], key[1], key[2])
+    return Point(key[0], key[1], key[2], key[3])
 
 
 def nested_margin(
@@ -393,6 +396,8 @@ def loco_report(
     runs.append(("kway_served", "served", Point(every.routed().strategies, every.budget, 0.0), []))
     for row, how, pt, rows in runs:
         p = replace(every, route=pt.route, budget=pt.budget).routed()
+        if pt.transfer:
+            p = replace(p, transfer=pt.transfer)
         cols = [names.index(s) for s in p.strategies]
         tk = [table[j] for j in cols]
         router, n_tr, n_va = _train(pool, cols, tk, p, "+".join(groups))
@@ -407,11 +412,12 @@ def loco_report(
             "strategies": list(p.strategies),
             "budget": p.budget,
             "transfer_margin": pt.margin,
+            "transfer": p.transfer,
             "nested": rows,
         }
         notes.append(
             f"{row} ({how}): {', '.join(p.strategies)} at budget {p.budget}, margin "
-            f"{pt.margin:+.2f}; trained on "
+            f"{pt.margin:+.2f}, transfer {p.transfer}; trained on "
             f"{' + '.join(f'{c} ({len(data[c].labels)})' for c in train_on)}"
             f" (heads on {n_tr} train, thresholds on {n_va} val queries; a query asked in two"
             f" query sets of one corpus counted once); {dataset} held out"
