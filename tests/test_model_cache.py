@@ -16,6 +16,7 @@ import pytest
 from r2adapter.config import settings
 from r2adapter.registry import cache
 from r2adapter.registry.models import client, load_alias, register_candidate
+from r2adapter.registry.pyfunc import RouterPyfunc
 from r2adapter.registry.tracking import mlflow_setup
 from tests.containers.mlflow_env import MlflowServer, mlflow_server  # noqa: F401 (fixture)
 
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.integration
 MODEL = "r2a-cache-toy"
 
 
-class ToyModel(mlflow.pyfunc.PythonModel):  # type: ignore[name-defined]
+class ToyModel(RouterPyfunc):
     """A pyfunc whose `router` is the text of its artifact (and 2 MB of padding)."""
 
     def load_context(self, context: Any) -> None:
