@@ -34,6 +34,7 @@ from r2adapter.llm.base import LLMError
 from r2adapter.route.family import Route
 from r2adapter.store.db import known_down
 from serving.admission import Gate, Overloaded, dependency_down, refused
+from serving.cpus import usable_cpus
 from serving.errors import error_response
 from serving.middleware import (
     Hardening,
@@ -99,7 +100,7 @@ class RouteBatcher:
     ) -> None:
         self.score = score
         self.max_batch = max_batch
-        self.parallel = parallel or max(1, len(os.sched_getaffinity(0)))
+        self.parallel = parallel or usable_cpus()  # the pod's CPU limit, not the node's cores
         self._singles: list[tuple[str, asyncio.Future[t.Any]]] = []
         self._bulk: list[tuple[str, asyncio.Future[t.Any]]] = []
         self._running = 0

@@ -16,6 +16,7 @@ import pytest
 from r2adapter.config import settings
 from r2adapter.registry import cache
 from r2adapter.registry.models import client, load_alias, register_candidate
+from r2adapter.registry.pyfunc import RouterPyfunc
 from r2adapter.registry.tracking import mlflow_setup
 from tests.containers.mlflow_env import MlflowServer, mlflow_server  # noqa: F401 (fixture)
 
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.integration
 MODEL = "r2a-cache-toy"
 
 
-class ToyModel(mlflow.pyfunc.PythonModel):  # type: ignore[name-defined]
+class ToyModel(RouterPyfunc):
     """A pyfunc whose `router` is the text of its artifact (and 2 MB of padding)."""
 
     def load_context(self, context: Any) -> None:
@@ -76,7 +77,8 @@ def test_loads_leave_nothing_in_the_temp_folder_and_one_copy_a_version(
         assert (router, version) == ("toy v1", "1")
     assert _bytes(tmp) == 0, sorted(p.name for p in tmp.iterdir())
     versions = sorted(p.name for p in cache.model_folder(MODEL).iterdir())
-    assert versions == ["v1"] and 2_000_000 < cache.cached_bytes(MODEL) < 2_200_000
+    code = _bytes(cache.model_folder(MODEL) / "v1" / "code")  # the project's, with each model
+    assert versions == ["v1"] and 2_000_000 + code < cache.cached_bytes(MODEL) < 2_200_000 + code
     for v in ("2", "3"):
         c.set_registered_model_alias(MODEL, "champion", v)
         assert load_alias(MODEL, "champion", "(none)") == (f"toy v{v}", v)

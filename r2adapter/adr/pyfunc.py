@@ -4,12 +4,21 @@ runs, the classifier's class, its confidence and whether eq. 1's fallback decide
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
-import mlflow.pyfunc
 import pandas as pd
 
+from r2adapter.registry.pyfunc import RouterPyfunc
 
-class AdrModel(mlflow.pyfunc.PythonModel):  # type: ignore[name-defined]
+
+class AdrModel(RouterPyfunc):
+    OUTPUT: ClassVar[dict[str, str]] = {
+        "operator": "string",
+        "predicted": "string",
+        "confidence": "double",
+        "fallback": "boolean",
+    }
+
     def load_context(self, context):
         from r2adapter.adr.router import AdrRouter
 
@@ -19,17 +28,13 @@ class AdrModel(mlflow.pyfunc.PythonModel):  # type: ignore[name-defined]
     def predict(self, context, model_input, params=None):
         from r2adapter.index.encoder import get_encoder
 
-        queries = (
-            list(model_input["query"])
-            if isinstance(model_input, pd.DataFrame)
-            else list(model_input)
-        )
+        queries = self.queries(model_input)
         ds = self.router.decide(get_encoder(self.router.encoder).encode(queries))
         return pd.DataFrame(
             {
                 "operator": [d.operator for d in ds],
                 "predicted": [d.predicted for d in ds],
-                "confidence": [d.confidence for d in ds],
-                "fallback": [d.fallback for d in ds],
+                "confidence": [float(d.confidence) for d in ds],
+                "fallback": [bool(d.fallback) for d in ds],
             }
         )

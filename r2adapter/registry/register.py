@@ -16,7 +16,7 @@ from r2adapter.evaluate.plots import plot_pr, plot_threshold_search
 from r2adapter.evaluate.routing import routing_metrics
 from r2adapter.label.annotate import LabelRecord, read_labels
 from r2adapter.label.step import label_paths
-from r2adapter.registry.models import GATE_METRICS, client, model_name
+from r2adapter.registry.models import GATE_METRICS, client, model_name, register_candidate
 from r2adapter.registry.tracking import mlflow_setup
 from r2adapter.route.kinds import router_kind
 from r2adapter.train.fit import TrainResult, train_router
@@ -130,24 +130,16 @@ def train_and_register(
             ]
             (t / "threshold_search.json").write_text(json.dumps(curve))
             mlflow.log_artifact(str(t / "threshold_search.json"), "plots")
-            result.router.save(t / "router")
-            from r2adapter.registry.pyfunc import RouterModel
+        from r2adapter.registry.pyfunc import RouterModel
 
-            info = mlflow.pyfunc.log_model(
-                name="router",
-                python_model=RouterModel(),
-                artifacts={"router": str(t / "router")},
-                registered_model_name=model_name(kind),
-                pip_requirements=[],
-            )
-        version = str(info.registered_model_version)
-    c = client()
-    c.set_registered_model_alias(model_name(kind), "candidate", version)
-    for m in GATE_METRICS:
-        if m in test:
-            c.set_model_version_tag(model_name(kind), version, metric_key(m), f"{test[m]:.6f}")
-    c.set_model_version_tag(model_name(kind), version, "dataset", dataset)
-    c.set_model_version_tag(model_name(kind), version, "label_rule", records[0].rule)
+        version = register_candidate(
+            model_name(kind),
+            RouterModel(),
+            result.router.save,
+            dataset,
+            {metric_key(m): test[m] for m in GATE_METRICS if m in test},
+        )
+    client().set_model_version_tag(model_name(kind), version, "label_rule", records[0].rule)
     best = next((p for p in result.history.points if p.step == result.history.best_step), None)
     curve = (
         [
