@@ -14,8 +14,9 @@ from starlette.responses import JSONResponse
 
 # status → what it means for this service (the OpenAPI descriptions)
 ERRORS: dict[int, str] = {
-    400: "Host header not among R2A_ALLOWED_HOSTS (when that is set)",
-    401: "Missing or wrong API key (`Authorization: Bearer <key>`)",
+    400: "Host header not among R2A_ALLOWED_HOSTS (when that is set), a malformed request "
+    "head, or two Content-Type headers",
+    401: "Missing or wrong API key (`Authorization: Bearer <key>`), or two Authorization headers",
     405: "Method not allowed (the endpoints take POST)",
     408: "Body (or request head) not received within R2A_BODY_TIMEOUT_S "
     "(R2A_HEADER_TIMEOUT_S); the connection is closed",
@@ -37,6 +38,12 @@ HOST_PORT = re.compile(
     r"|[a-z][a-z0-9-]*(?:\.[a-z0-9-]+)*:\d{2,5})(?![\w-])",
     re.IGNORECASE,
 )
+
+
+def dumps(data: t.Any) -> str:
+    """JSON as Starlette's JSONResponse writes it (compact): one style for every body,
+    whichever layer wrote it (issue 44, item 15)."""
+    return json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 class ErrorBody(BaseModel):
@@ -82,10 +89,10 @@ def error_bytes(status: int, raw: bytes, content_type: str) -> bytes:
             if status >= 500 and data["error"].startswith("An unexpected error"):
                 data = {"error": _generic(status)}  # BentoML's words, which blame nobody
             out = {"error": scrub(data["error"]), "field": data.get("field")}
-            return json.dumps(out).encode()
+            return dumps(out).encode()
     text = raw.decode(errors="replace").strip().splitlines()
     message = text[0] if text and status < 500 else _generic(status)
-    return json.dumps({"error": scrub(message), "field": None}).encode()
+    return dumps({"error": scrub(message), "field": None}).encode()
 
 
 def _generic(status: int) -> str:

@@ -2,7 +2,8 @@
 request must pass before an endpoint runs, and the one error shape on the way out.
 
 In order: the readiness probes (answered here, as JSON); the API key (R2A_API_KEY; 401);
-POST only (405); `application/json` only (415, so that no web page can send a no-preflight
+a header that must come once sent twice (Content-Type: 400, Authorization: 401); POST only
+(405); `application/json` only (415, so that no web page can send a no-preflight
 POST); the body bounded before it is read (413) and read under a deadline
 (R2A_BODY_TIMEOUT_S; 408); the body parsed and validated (422 naming the field; nesting
 checked before it is parsed); only then the in-flight limit (429 with Retry-After), so a
@@ -11,10 +12,9 @@ On the way out every error body becomes `{"error", "field"}` without connection 
 503/429 get Retry-After and are counted in /metrics, and client errors are logged as one
 line without a traceback.
 
-Below the ASGI app: `GuardedH11`, uvicorn's HTTP/1.1 protocol with a deadline on the request
-head (R2A_HEADER_TIMEOUT_S; 408, then the connection closes) and a 431 (not a reset) for a
-head over h11's 16 KiB limit; and `bound_metric_labels`, which makes BentoML's own request
-metrics label a request by its route (or `other`) instead of its raw path.
+Below the ASGI app, `serving/connection.py`: uvicorn's HTTP/1.1 protocol with the edges
+closed. Here too: `bound_metric_labels`, which makes BentoML's own request metrics label a
+request by its route (or `other`) instead of its raw path.
 """
 
 from __future__ import annotations
@@ -28,12 +28,10 @@ import re
 import typing as t
 
 import bentoml
-import h11
 from anyio import to_thread
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp as App
 from starlette.types import Message, Receive, Scope, Send
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from serving.admission import refused
 from serving.errors import document_errors, error_bytes, error_response
@@ -94,6 +92,9 @@ class Hardening:
             resp = error_response(400, "this host name is not served here (R2A_ALLOWED_HOSTS)")
             await self._reject(resp, path.strip("/"), scope, receive, send)
             return
+        if path not in PROBES and (twice := repeated(scope["headers"])):
+            await self._repeated(twice, path.strip("/"), scope, receive, send)
+            return
         if path in ("/readyz", "/readyz/answer"):
             if scope["method"] in ("GET", "HEAD"):
                 await self._probe(scope, receive, send, answer=path.endswith("answer"))
@@ -138,6 +139,19 @@ class Hardening:
             await _swagger_page()(scope, receive, send)
             return
         await self.app(scope, receive, _ErrorShaper(send, endpoint))
+
+    async def _repeated(
+        self, name: str, endpoint: str, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        """Two of a header that must come once: which one a proxy in front read and which
+        one this server would read may differ (the last won), so neither is taken."""
+        msg = f"two {name} headers: send one"
+        if name == "Authorization" and self.key:
+            resp = error_response(401, msg)
+            resp.headers["WWW-Authenticate"] = "Bearer"
+        else:
+            resp = error_response(400, msg)
+        await self._reject(resp, endpoint, scope, receive, send)
 
     async def _unauthorised(
         self, endpoint: str, scope: Scope, receive: Receive, send: Send
@@ -335,6 +349,21 @@ def document_auth(spec: dict[str, t.Any], endpoints: t.Iterable[str]) -> None:
                 op["security"] = [{"bearer": []}]
 
 
+SINGLE = {b"content-type": "Content-Type", b"authorization": "Authorization"}
+
+
+def repeated(headers: t.Iterable[tuple[bytes, bytes]]) -> str | None:
+    """The name of the first header of SINGLE sent more than once, or None."""
+    seen: set[bytes] = set()
+    for name, _ in headers:
+        key = name.lower()
+        if key in SINGLE:
+            if key in seen:
+                return SINGLE[key]
+            seen.add(key)
+    return None
+
+
 def _label(endpoint: str) -> str:
     return endpoint if endpoint in API_PATHS else "other"  # bounded label values
 
@@ -502,102 +531,6 @@ class _RealPath:
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-def _raw_error(status: int, reason: str, error: str) -> bytes:
-    body = json.dumps({"error": error, "field": None}).encode()
-    head = (
-        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
-        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
-    )
-    return head.encode() + body
-
-
-class GuardedH11(H11Protocol):
-    """uvicorn's h11 protocol (the one BentoML's server runs: httptools is not installed)
-    with two bounds uvicorn lacks. A request head must arrive within R2A_HEADER_TIMEOUT_S
-    (10 s) of its first byte or of the connection (uvicorn waits for ever: a client sending
-    a header line a minute held its connection open indefinitely); then a 408 and the
-    connection closes. A head over h11's limit (16 KiB) gets a 431 in the error shape, and
-    the rest of what the client sends is read and dropped for up to 2 s before the close,
-    so the client reads the answer instead of a reset (uvicorn answers 400 and closes on
-    unread data)."""
-
-    header_timeout_s = _env_float("R2A_HEADER_TIMEOUT_S", 10.0)
-    drain_s = 2.0
-
-    def __init__(self, *args: t.Any, **kwargs: t.Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._head_timer: asyncio.TimerHandle | None = None
-        self._hint: int | None = None
-        self._draining = False
-        next_event = self.conn.next_event
-
-        def noted() -> t.Any:  # the status h11 suggests for a bad head (431: too large)
-            try:
-                return next_event()
-            except h11.RemoteProtocolError as e:
-                self._hint = e.error_status_hint
-                raise
-
-        self.conn.next_event = noted  # type: ignore[method-assign]
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self._arm()
-
-    def data_received(self, data: bytes) -> None:
-        if self._draining:
-            return
-        super().data_received(data)
-        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-            self._arm()  # a head begun and not complete: its deadline runs (once armed)
-        else:
-            self._disarm()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
-        super().connection_lost(exc)
-
-    def _arm(self) -> None:
-        if self._head_timer is None:
-            self._head_timer = self.loop.call_later(self.header_timeout_s, self._head_late)
-
-    def _disarm(self) -> None:
-        if self._head_timer is not None:
-            self._head_timer.cancel()
-            self._head_timer = None
-
-    def _head_late(self) -> None:
-        self._head_timer = None
-        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
-            return
-        if self.conn.our_state is not h11.IDLE:  # a response is still going out
-            return
-        msg = f"the request head was not received within {self.header_timeout_s:g} s"
-        log.info("408 from %s: %s", _peer(self.client), msg)
-        CLIENT_ERRORS.labels(endpoint="other", status="408").inc()
-        self.transport.write(_raw_error(408, "Request Timeout", msg))
-        self.transport.close()
-
-    def send_400_response(self, msg: str) -> None:
-        if self._hint != 431:
-            super().send_400_response(msg)
-            return
-        limit = self.conn._max_incomplete_event_size  # noqa: SLF001 - h11's own limit
-        error = f"the request head is larger than {limit} bytes"
-        log.info("431 from %s: %s", _peer(self.client), error)
-        CLIENT_ERRORS.labels(endpoint="other", status="431").inc()
-        self.transport.write(_raw_error(431, "Request Header Fields Too Large", error))
-        self._disarm()
-        self._draining = True
-        if self.transport.can_write_eof():
-            self.transport.write_eof()
-        self.loop.call_later(self.drain_s, self.transport.close)
-
-
-def _peer(client: tuple[str, int] | None) -> str:
-    return f"{client[0]}:{client[1]}" if client else "a client"
-
-
 async def read_body(receive: Receive, limit: int) -> bytes | None:
     """An ASGI request's body, or None as soon as it passes `limit` bytes (the rest is not
     read). The caller bounds the time (`asyncio.timeout`: R2A_BODY_TIMEOUT_S)."""
@@ -619,11 +552,3 @@ async def read_body(receive: Receive, limit: int) -> bytes | None:
 def body_timeout_s() -> float:
     """R2A_BODY_TIMEOUT_S: how long a request's body may take to arrive (408 after)."""
     return _env_float("R2A_BODY_TIMEOUT_S", 10.0)
-
-
-def install_http_guards() -> None:
-    """Make uvicorn (which BentoML starts with `http="auto"`) run GuardedH11."""
-    from uvicorn import config
-
-    for name in ("auto", "h11"):
-        config.HTTP_PROTOCOLS[name] = "serving.middleware:GuardedH11"

@@ -112,9 +112,12 @@ def too_deep(body: bytes, limit: int = MAX_DEPTH) -> bool:
     return bool(np.cumsum(step).max() > limit)
 
 
-def parse_query(query: Any, field: str = "query") -> str:
+def parse_query(query: Any, field: str = "query", item: bool = False) -> str:
+    """The query text stripped, or BadRequest naming `field`; `item`: one of a list, where
+    a null is a value sent, not a field left out."""
     if query is None:
-        raise BadRequest(field, f"{field} is required")
+        msg = f"{field} is null: each item must be a string" if item else f"{field} is required"
+        raise BadRequest(field, msg)
     if not isinstance(query, str):
         raise BadRequest(field, f"{field} must be a string, not {type(query).__name__}")
     if not query.strip():
@@ -153,7 +156,7 @@ def parse_batch(queries: Any) -> list[str]:
         raise BadRequest(
             "queries", f"queries has {len(queries)} items; send 1 to {MAX_BATCH} per request"
         )
-    return [parse_query(q, f"queries[{i}]") for i, q in enumerate(queries)]
+    return [parse_query(q, f"queries[{i}]", item=True) for i, q in enumerate(queries)]
 
 
 # what each endpoint's body may hold, validated and normalised (defaults filled, query

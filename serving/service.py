@@ -34,13 +34,11 @@ from r2adapter.llm.base import LLMError
 from r2adapter.route.family import Route
 from r2adapter.store.db import known_down
 from serving.admission import Gate, Overloaded, dependency_down, refused
+from serving.connection import install_http_guards
 from serving.cpus import usable_cpus
 from serving.errors import error_response
-from serving.middleware import (
-    Hardening,
-    bound_metric_labels,
-    install_http_guards,
-)
+from serving.launch import REQUEST_TIMEOUT_S
+from serving.middleware import Hardening, bound_metric_labels
 from serving.requests import (
     InfoOut,
     Mode,
@@ -275,7 +273,9 @@ def answers_errors(f: F) -> F:
 
 
 @bentoml.service(
-    traffic={"timeout": 60},  # the in-flight limit is the middleware's (429 + Retry-After)
+    traffic={
+        "timeout": REQUEST_TIMEOUT_S
+    },  # the in-flight limit is the middleware's (429 + Retry-After)
     workers=1,
     threads=16,  # sync endpoints (retrieve, rewrite, answer) run on this many threads
     metrics={"enabled": True, "namespace": "r2a"},
@@ -414,5 +414,5 @@ class R2AService:
 t.cast(t.Any, R2AService).add_asgi_middleware(WebhookReceiver)
 t.cast(t.Any, R2AService).add_asgi_middleware(Hardening)
 bound_metric_labels()  # BentoML's request metrics by route, not raw path (issue 27, item 5)
-install_http_guards()  # a deadline on the request head, 431 for a huge one (issue 27, item 1)
+install_http_guards()  # the HTTP/1.1 edges and the drain (issue 27 item 1, issue 44 items 11-12)
 # each `r2a serve` keeps its metrics in a folder of its own: serving/launch.py (issue 27 item 7)

@@ -63,6 +63,7 @@ def probe(answer: bool) -> tuple[bool, dict[str, Any]]:
 REGISTRY_TIMEOUT_S = 5  # MLFLOW_HTTP_REQUEST_TIMEOUT: a request's connect and read timeout
 REGISTRY_RETRIES = 1  # MLFLOW_HTTP_REQUEST_MAX_RETRIES (backoff factor 1 s, no jitter)
 RELOAD_WAIT_S = 5.0  # R2A_RELOAD_WAIT_S: /reload waits this long, then 503 + Retry-After
+WARM_QUERY = "Who directed the film that won the award?"  # the warm-ups' one query
 
 
 def bound_registry_waits() -> None:
@@ -102,6 +103,7 @@ class ServingState:
         self._llm: Any = None
         self.llm_error = ""
         self.reload()
+        self.warm_modes()
         self._stop = threading.Event()
         threading.Thread(target=self._poll, name="champion-poll", daemon=True).start()
         global _current
@@ -243,11 +245,37 @@ class ServingState:
         is logged, not fatal: the probe reports the database itself."""
         t0 = time.perf_counter()
         try:
-            champ.route(["Who directed the film that won the award?"], encode=self.encoder.encode)
+            champ.route([WARM_QUERY], encode=self.encoder.encode)
         except Exception as e:
             log.warning("%s warm-up failed: %s: %s", champ.name, type(e).__name__, e)
             return
         log.info("%s champion warmed up in %.1f s", champ.name, time.perf_counter() - t0)
+
+    def warm_modes(self) -> None:
+        """One retrieval in each mode before /readyz turns 200 (under the startup probe):
+        catrag's tiers and adr's champion and hypergraph are built on a mode's first query,
+        which made the first `catrag` request after a start take 5.3 s and the first `adr`
+        10.3 s (issue 44, item 15). A mode that cannot serve (no adr champion, the database
+        down) is logged and left to say why on its own requests."""
+        try:
+            adapter = self.adapter()
+        except Exception as e:  # no champion, or the database down: the probe says so
+            log.warning(
+                "retrieval warm-up skipped: %s",
+                scrub(str(e).splitlines()[0] if str(e) else type(e).__name__),
+            )
+            return
+        took = []
+        for mode, retriever in adapter.retrievers.items():
+            t0 = time.perf_counter()
+            try:
+                retriever.retrieve(WARM_QUERY, 5, qvec=self.encoder.encode_query(WARM_QUERY))
+            except Exception as e:
+                why = str(e).splitlines()[0] if str(e) else type(e).__name__
+                log.info("retrieval mode %s not warmed: %s", mode, scrub(why))
+                continue
+            took.append(f"{mode} {time.perf_counter() - t0:.1f} s")
+        log.info("retrieval modes warmed up: %s", ", ".join(took) or "none")
 
     def _poll(self) -> None:
         while not self._stop.wait(self.poll_s):

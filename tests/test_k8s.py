@@ -27,6 +27,8 @@ if KUBECTL is None:
 import kubernetes_validate  # noqa: E402
 from kubernetes_validate import utils as kv_utils  # noqa: E402
 
+from serving.launch import DRAIN_S, EXIT_SLACK_S, PRESTOP_S, REQUEST_TIMEOUT_S  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 K8S = REPO / "k8s"
 # dev and prod; cronjob is dev with the optional retraining CronJob component
@@ -193,6 +195,8 @@ def test_serving_probes_and_command(rendered: dict[str, list[Obj]], overlay: str
         "serving.service:R2AService",
         "--port",
         "3000",
+        "--timeout-graceful-shutdown",
+        str(DRAIN_S),
     ]
     assert {"containerPort": 3000, "name": "http"} in container["ports"]
     readiness = container["readinessProbe"]["httpGet"]
@@ -202,6 +206,22 @@ def test_serving_probes_and_command(rendered: dict[str, list[Obj]], overlay: str
     env_from = container["envFrom"]
     assert {"configMapRef": {"name": "r2a-config"}} in env_from
     assert {"secretRef": {"name": "r2a-secrets"}} in env_from
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_serving_stops_within_its_grace_period(
+    rendered: dict[str, list[Obj]], overlay: str
+) -> None:
+    """Issue 44, item 11: a preStop that takes the pod out of rotation before SIGTERM, a
+    drain as long as the longest request, and a grace period that covers both."""
+    deploy = _one(rendered[overlay], "Deployment", "r2a-serving")
+    grace = deploy["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+    container = _serving_container(rendered[overlay])
+    assert container["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", str(PRESTOP_S)]
+    command = container["command"]
+    drain = int(command[command.index("--timeout-graceful-shutdown") + 1])
+    assert drain >= REQUEST_TIMEOUT_S
+    assert grace >= PRESTOP_S + drain + EXIT_SLACK_S
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)

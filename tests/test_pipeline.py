@@ -805,7 +805,8 @@ def test_local_run_registers_and_promotes(local_run: dict[str, Any]) -> None:
 
     labels = (local_run["home"] / "labels" / "kfpmini.jsonl").read_text().splitlines()
     assert len(labels) == 60
-    stats = json.loads((local_run["home"] / "reports/labels/kfpmini.json").read_text())
+    # a dataset from a folder: its statistics beside its labels (git-ignored), not in reports/
+    stats = json.loads((local_run["home"] / "labels" / "kfpmini.stats.json").read_text())
     assert stats["label_md5"] == _label_md5(local_run["home"])
     comparison = stats["rule_comparison"]
     assert set(comparison) == set(RULES)

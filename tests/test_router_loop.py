@@ -14,6 +14,7 @@ import pytest
 from r2adapter.config import router_params, settings
 from r2adapter.errors import R2AError
 from r2adapter.label.annotate import LabelRecord, export_labels, read_labels
+from r2adapter.label.step import label_paths
 from tests.conftest import N_QUERIES, make_mini_musique, run_cli  # noqa: F401
 
 pytestmark = pytest.mark.integration  # the embedded Postgres
@@ -33,7 +34,7 @@ def test_label_train_register_promote(mini: dict[str, str]) -> None:
     assert "Table 1" in r.stdout and "rule comparison" in r.stdout
     labels = read_labels(settings().root / "labels" / "musmini.jsonl")
     assert len(labels) == N_QUERIES and {x.split for x in labels} == {"train", "val", "test"}
-    stats = json.loads((settings().root / "reports/labels/musmini.json").read_text())
+    stats = json.loads(label_paths("musmini")[1].read_text())
     assert stats["table1"]["total"] == N_QUERIES
     assert set(stats["rule_comparison"]) == {"avg_rank", "topk_first", "recall_first"}
 

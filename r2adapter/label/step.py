@@ -37,7 +37,8 @@ class LabelResult:
     rule_comparison: dict[str, dict[str, float]]
 
     def to_report(self) -> dict[str, object]:
-        """reports/labels/<dataset>.json (a DVC metric): the statistics, as saved."""
+        """The statistics, as saved (label_paths: reports/labels/<dataset>.json, a DVC
+        metric, for a shipped dataset)."""
         return dict(self.stats)
 
     def metrics(self) -> dict[str, float]:
@@ -50,8 +51,16 @@ class LabelResult:
 
 
 def label_paths(dataset: str) -> tuple[Path, Path]:
-    root = settings().root
-    return root / "labels" / f"{dataset}.jsonl", root / "reports" / "labels" / f"{dataset}.json"
+    """The label file and its statistics. A shipped dataset's statistics are the pipeline's
+    DVC metric, reports/labels/<dataset>.json, in git; any other dataset's (a folder given by
+    path) go beside its labels, labels/<dataset>.stats.json, which git ignores: a label run on
+    a folder left an untracked report in the checkout (issue 44, item 15)."""
+    from r2adapter.data.adapters import shipped_source
+
+    labels = settings().root / "labels"
+    if shipped_source(dataset) is None:
+        return labels / f"{dataset}.jsonl", labels / f"{dataset}.stats.json"
+    return labels / f"{dataset}.jsonl", settings().root / "reports" / "labels" / f"{dataset}.json"
 
 
 def oracle_recall(records: list[LabelRecord], k: int) -> float:
