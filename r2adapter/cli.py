@@ -141,7 +141,13 @@ def _data_load(args: argparse.Namespace) -> int:
 def _index(args: argparse.Namespace) -> int:
     from r2adapter import steps
 
-    r = steps.index(args.dataset, args.openie, adr=True if args.adr else None, shards=args.shards)
+    r = steps.index(
+        args.dataset,
+        args.openie,
+        adr=True if args.adr else None,
+        shards=args.shards,
+        share=False if args.own_index else None,
+    )
     _emit(args, r.to_report())
     c = r.counts
     what = "new index version" if r.created else "index up to date, nothing rebuilt:"
@@ -705,6 +711,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=1,
         help="embed and extract in N local processes, then merge into one version (default 1)",
+    )
+    idx.add_argument(
+        "--own-index",
+        action="store_true",
+        help="build this dataset an index of its own even when an indexed dataset holds the "
+        "same passages (by default a query set over them is served from that index)",
     )
     idx.set_defaults(func=_index)
 

@@ -37,7 +37,11 @@ def load(dataset: str, replace: bool = False) -> LoadResult:
 
 
 def index(
-    dataset: str, openie: str = "spacy", adr: bool | None = None, shards: int = 1
+    dataset: str,
+    openie: str = "spacy",
+    adr: bool | None = None,
+    shards: int = 1,
+    share: bool | None = None,
 ) -> IndexReport:
     """Embed passages, run OpenIE, build the knowledge graph (docs/architecture.md, step 2);
     with `adr` (None: params.yaml adr.enabled) ADR's dual hypergraph too. `shards` > 1: the
@@ -48,8 +52,8 @@ def index(
 
     extensions = index_extensions(adr)
     if check_shards(shards) > 1:
-        return build_sharded(dataset, openie, shards, extensions=extensions)
-    return build_index(dataset, openie, extensions=extensions)
+        return build_sharded(dataset, openie, shards, extensions=extensions, share=share)
+    return build_index(dataset, openie, extensions=extensions, share=share)
 
 
 def index_extensions(adr: bool | None = None) -> list[IndexExtension]:

@@ -46,6 +46,9 @@ def pg_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]
         "R2A_HOME": str(tmp_path_factory.mktemp("home")),
         "R2A_DATA_DIR": str(ROOT / "data"),
         "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path_factory.mktemp('mlruns')}/mlflow.db",
+        # a test's copy of a corpus gets the index it builds (tests/test_traffic.py asks for
+        # the shared index explicitly)
+        "R2A_SHARE_INDEX": "0",
     }
     saved = {k: os.environ.get(k) for k in [*env, "R2A_DATABASE_URL"]}
     os.environ.update(env)

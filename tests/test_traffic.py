@@ -151,11 +151,12 @@ def test_candidate_points_default_to_the_quality_point() -> None:
 
 @pytest.mark.integration
 def test_a_query_set_over_an_indexed_corpus_is_served_from_its_index(
-    pg_env: dict[str, str], sample_dataset: str, tmp_path: Path
+    pg_env: dict[str, str], sample_dataset: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A folder whose passages are the indexed sample's, under another name: `r2a index`
     embeds and extracts nothing, the report names the index it shares, dense and graph
     retrieval answer on it, and leave-one-out holds both out together."""
+    monkeypatch.setenv("R2A_SHARE_INDEX", "1")  # the default outside the test suite
     from r2adapter.config import settings
     from r2adapter.index.build import build_index
     from r2adapter.retrieve.strategies import make_retriever
@@ -168,7 +169,7 @@ def test_a_query_set_over_an_indexed_corpus_is_served_from_its_index(
     queries = json.loads((src / "sample.json").read_text())
     (twin / "sample_traffic.json").write_text(json.dumps(queries))
     logs: list[str] = []
-    r = build_index(str(twin), "precomputed", log=logs.append)
+    r = build_index(str(twin), "precomputed", log=logs.append, share=True)
     assert r.shares_index_of == sample_dataset and not r.created
     assert r.to_report()["shares_index_of"] == sample_dataset
     assert any("served from its index" in line for line in logs)

@@ -158,8 +158,13 @@ def build_index(
     openie: str = "spacy",
     log: Log = print,
     extensions: Sequence[IndexExtension] = (),
+    share: bool | None = None,
 ) -> IndexReport:
-    """`extensions`: built and written with the version too (r2adapter/steps.py
+    """`share`: a dataset never indexed whose passages an indexed dataset holds is served
+    from that index (`shared_index`); False builds it one of its own; None: the environment's
+    `R2A_SHARE_INDEX` (default 1, share; the test suite sets 0, so that a test's copy of a
+    corpus gets the index it builds).
+    `extensions`: built and written with the version too (r2adapter/steps.py
     `index_extensions`: ADR's dual hypergraph when params.yaml adr.enabled)."""
     params = graph_params()  # params.yaml `graph:`
     timings: dict[str, float] = {}
@@ -169,7 +174,7 @@ def build_index(
     name = ds.name
     passages = gs.stored_passages(name)
     timings["load"] = time.perf_counter() - t0
-    shared = shared_index(name, log)
+    shared = shared_index(name, log) if gs.sharing(share) else None
     if shared is not None:
         shared.timings.update(timings)
         return shared
@@ -220,7 +225,7 @@ def build_index(
         passages, extractions, parts.entities, signature,
         lambda kind, texts: _embed_cached(enc, kind, texts, log), log,
     )  # fmt: skip
-    latest = gs.latest_version(name)
+    latest = gs.own_version(name)  # its own: a shared one was taken above (shared_index)
     if latest is not None and latest.signature == signature:
         for ext in extensions:  # the graph is current; only an extension may be missing
             added = ext.refresh(latest.id, built)

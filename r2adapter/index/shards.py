@@ -157,6 +157,7 @@ def build_sharded(
     extensions: Sequence[IndexExtension] = (),
     workers: int | None = None,
     warm: Warm = warm_shard,
+    share: bool | None = None,
 ) -> IndexReport:
     """`build_index` with its per-passage work done first by `n_shards` shards in `workers`
     local processes (default: one per shard, at most one per core). `warm` is the shard
@@ -167,7 +168,7 @@ def build_sharded(
     threads = max(1, cores // workers)
     t0 = time.perf_counter()
     name = load_corpus(dataset)
-    shared = shared_index(name, log)
+    shared = shared_index(name, log) if gs.sharing(share) else None
     if shared is not None:  # another dataset's index holds this corpus: nothing to shard
         return shared
     log(f"{name}: {n_shards} shards in {workers} processes, {threads} thread(s) each")
@@ -203,6 +204,6 @@ def build_sharded(
             f"merged, {serving}; a rerun resumes from the caches"
         )
     warmed = time.perf_counter() - t0
-    r = build_index(dataset, openie, log=log, extensions=extensions)
+    r = build_index(dataset, openie, log=log, extensions=extensions, share=share)
     r.timings = {"shards": warmed, **r.timings, "sharded_total": time.perf_counter() - t0}
     return r

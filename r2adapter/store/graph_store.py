@@ -4,6 +4,7 @@ transaction, read the latest version back."""
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -223,12 +224,22 @@ def corpus_key(dataset: str) -> str | None:
     return _CORPUS_KEYS[memo]
 
 
+def sharing(share: bool | None = None) -> bool:
+    """Whether a dataset never indexed itself is served from an indexed dataset holding the
+    same passages (`corpus_twin`): `share` when given, else the environment's
+    `R2A_SHARE_INDEX` (default 1; the test suite sets 0, so that a test's copy of a corpus
+    is a dataset of its own)."""
+    if share is not None:
+        return share
+    return os.environ.get("R2A_SHARE_INDEX", "1").strip().lower() not in ("0", "false", "no")
+
+
 def latest_version(dataset: str) -> IndexVersion | None:
     """The index `dataset` is served from: its own latest version, else (never indexed
     itself) the latest version of the indexed dataset holding the same corpus
     (`corpus_twin`; the version's `dataset` then names that one)."""
     own = own_version(dataset)
-    if own is not None:
+    if own is not None or not sharing():
         return own
     twin = corpus_twin(dataset)
     return own_version(twin) if twin else None
