@@ -17,13 +17,17 @@ import pytest
 from r2adapter.config import settings
 from r2adapter.errors import R2AError
 from r2adapter.registry.models import client, load_alias, register_candidate
+from r2adapter.registry.pyfunc import RouterPyfunc
 from r2adapter.registry.tracking import mlflow_setup
+
+pytestmark = pytest.mark.integration  # a real MLflow store on disk
 
 MODEL = "r2a-relocate-toy"
 
 
-class ToyModel(mlflow.pyfunc.PythonModel):  # type: ignore[name-defined]
-    """A pyfunc whose `router` is the text of its artifact."""
+class ToyModel(RouterPyfunc):
+    """A pyfunc whose `router` is the text of its artifact (a router family's model, so it
+    carries the registry's signature)."""
 
     def load_context(self, context: Any) -> None:
         self.router = (Path(context.artifacts["router"]) / "name.txt").read_text()
