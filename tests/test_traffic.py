@@ -170,11 +170,13 @@ def test_a_query_set_over_an_indexed_corpus_is_served_from_its_index(
     (twin / "sample_traffic.json").write_text(json.dumps(queries))
     logs: list[str] = []
     r = build_index(str(twin), "precomputed", log=logs.append, share=True)
-    assert r.shares_index_of == sample_dataset and not r.created
-    assert r.to_report()["shares_index_of"] == sample_dataset
+    # the sample's index, or another test's copy of the same passages indexed earlier
+    assert r.shares_index_of and not r.created
+    assert gs.corpus_key(r.shares_index_of) == gs.corpus_key(sample_dataset)
+    assert r.to_report()["shares_index_of"] == r.shares_index_of
     assert any("served from its index" in line for line in logs)
     assert gs.own_version("sample_traffic") is None
-    assert gs.latest_version("sample_traffic").dataset == sample_dataset  # type: ignore[union-attr]
+    assert gs.latest_version("sample_traffic").dataset == r.shares_index_of  # type: ignore[union-attr]
     assert gs.corpus_key("sample_traffic") == gs.corpus_key(sample_dataset)
     for mode in ("dense", "graph"):
         hits = make_retriever(mode, "sample_traffic").retrieve(queries[0]["question"], 2)
