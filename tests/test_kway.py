@@ -416,18 +416,31 @@ def test_the_service_routes_auto_with_the_kway_champion(kway_service: str) -> No
 def test_route_is_a_labelled_subset() -> None:
     """kway.route: the router's strategies, a subset of the labelled table; [] routes all."""
     p = kway_params(
-        strategies=("dense@5", "graph@5", "graph@8"), route=("dense@5", "graph@5"), quality_route=()
+        strategies=("dense@5", "graph@5", "graph@8"),
+        route=("dense@5", "graph@5"),
+        quality_route=(),
+        route_candidates=(),
     )
     assert p.routed().strategies == ("dense@5", "graph@5") and p.routed().route == ()
-    assert kway_params(strategies=("dense@5", "graph@8"), route=()).routed().strategies == (
+    assert kway_params(
+        strategies=("dense@5", "graph@8"), route=(), route_candidates=()
+    ).routed().strategies == (
         "dense@5",
         "graph@8",
     )
     with pytest.raises(R2AError, match=r"kway.route: \['catrag@5'\] not in kway.strategies"):
-        kway_params(strategies=("dense@5", "graph@5"), route=("catrag@5",), quality_route=())
+        kway_params(
+            strategies=("dense@5", "graph@5"),
+            route=("catrag@5",),
+            quality_route=(),
+            route_candidates=(),
+        )
     with pytest.raises(R2AError, match=r"kway.quality_route: \[.graph@8.\] not in"):
         kway_params(
-            strategies=("dense@5", "graph@5"), route=("dense@5",), quality_route=("graph@8",)
+            strategies=("dense@5", "graph@5"),
+            route=("dense@5",),
+            quality_route=("graph@8",),
+            route_candidates=(),
         )
 
 
