@@ -178,7 +178,7 @@ def router_figures(
     names = [s.name for s in table]
     picked = [names[c] for c in choice]
     share = {n: float(np.mean([p == n for p in picked])) for n in names}
-    cost = _cost(m)[rows, choice] + m.get("ms_price", np.ones(len(choice))) * route_ms
+    cost = cost_of(m)[rows, choice] + m.get("ms_price", np.ones(len(choice))) * route_ms
     out = {
         "recall": float(m["recall"][rows, choice].mean()),
         "fcr": float(m["full"][rows, choice].mean()),
@@ -197,7 +197,7 @@ def router_figures(
     return out
 
 
-def _cost(m: Matrix) -> np.ndarray:
+def cost_of(m: Matrix) -> np.ndarray:
     """The per query × strategy cost: the profile's (`cost`), else the retrieval ms."""
     return m["cost"] if "cost" in m else m["ms"]
 
@@ -281,7 +281,7 @@ def oracle_choice(m: Matrix, table: Sequence[StrategyLike], cols: Sequence[int])
     """Per query, the cheapest strategy reaching the best recall: by that query's own cost
     under the matrix's profile (ties: mean cost, then passages)."""
     c = np.asarray(cols)
-    cost = _cost(m)
+    cost = cost_of(m)
     order = c[np.lexsort((m["passages"][:, c].mean(axis=0), cost[:, c].mean(axis=0)))]
     best = m["recall"][:, c].max(axis=1)
     out = np.zeros(len(best), dtype=int)

@@ -18,7 +18,7 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from r2adapter.config import graph_params, settings
 
@@ -91,3 +91,15 @@ def reader_prices(dataset: str, labels: Sequence[StrategyLabel]) -> None:
     for lab in labels:
         lab.overhead_tokens = prompt_overhead_tokens(lab.question)
         lab.reader_tokens = {p: counts.get(p, 0) for r in lab.rankings.values() for p in r}
+
+
+def price(profile: str | None, ms: Any, prompt_tokens: Any, llm_calls: Any) -> Any:
+    """What queries cost under `profile` (default params.yaml cost.profile), from their
+    retrieval ms, the reader's prompt tokens and the strategies' own LLM calls (floats or
+    arrays of one shape): each call one more prompt and answer, the answer `answer_tokens`."""
+    from r2adapter.config import cost_params
+
+    cp = cost_params()
+    prompt = prompt_tokens + llm_calls * cp.llm_call_prompt_tokens
+    answer = cp.answer_tokens + llm_calls * cp.llm_call_answer_tokens
+    return cp.priced(profile).price(ms, prompt, answer)

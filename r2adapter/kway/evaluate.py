@@ -35,6 +35,7 @@ from r2adapter.evaluate.routing_report import (
     Plane,
     budgeted_oracle,
     columns,
+    cost_of,
     graphs,
     mixture_ceiling,
     router_figures,
@@ -54,8 +55,7 @@ BUDGETS = tuple(round(b, 2) for b in np.linspace(0.0, 1.0, 11))
 def _costs(m: dict[str, np.ndarray], rows: np.ndarray | slice = slice(None)) -> Costs:
     """The cascade's outcomes: recall, the cost under the matrix's profile (what its budget
     caps: r2adapter/kway/costs.py) and passages."""
-    cost = m["cost"] if "cost" in m else m["ms"]
-    return Costs(m["recall"][rows], cost[rows], m["passages"][rows])
+    return Costs(m["recall"][rows], cost_of(m)[rows], m["passages"][rows])
 
 
 def _embed(labels: Sequence[StrategyLabel]) -> np.ndarray:

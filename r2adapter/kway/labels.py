@@ -23,7 +23,7 @@ from tqdm import tqdm
 from r2adapter.config import KwayParams, kway_params, label_params, settings
 from r2adapter.data.metrics import full_chain, recall_at_k
 from r2adapter.errors import R2AError
-from r2adapter.kway.costs import reader_prices, strategy_llm_calls
+from r2adapter.kway.costs import price, reader_prices, strategy_llm_calls
 from r2adapter.kway.strategies import (
     Strategy,
     base_retrievers,
@@ -272,8 +272,7 @@ def labelled_elsewhere(
     mine = corpus_key(dataset)
     if mine is None:
         return {}
-    out: dict[tuple[str, str], tuple[dict[str, float], dict[str, list[str]], dict[str, float]]]
-    out = {}
+    out: dict[tuple[str, str], tuple[dict[str, float], dict[str, list[str]], dict[str, float]]] = {}
     for other in SHIPPED_DATASETS:
         path = strategy_label_path(other)
         if other == dataset or not path.is_file() or corpus_key(other) != mine:
@@ -441,10 +440,8 @@ def outcome_matrix(
             [[getattr(lab.outcomes[n], attr) for n in names] for lab in labels], dtype=np.float64
         )
 
-    cp = cost_params()
-    prof = cp.priced(profile)
+    prof = cost_params().priced(profile)
     ms, prompt, calls = grid("ms"), grid("prompt_tokens"), grid("llm_calls")
-    answer = cp.answer_tokens + calls * cp.llm_call_answer_tokens
     return {
         "recall": grid("recall"),
         "full": grid("full"),
@@ -452,7 +449,7 @@ def outcome_matrix(
         "ms": ms,
         "prompt_tokens": prompt,
         "llm_calls": calls,
-        "cost": prof.price(ms, prompt + calls * cp.llm_call_prompt_tokens, answer),
+        "cost": price(prof.name, ms, prompt, calls),
         "ms_price": np.full(len(labels), float(prof.per_ms)),
         "passages": np.array([[len(lab.outcomes[n].passages) for n in names] for lab in labels]),
         "suitable": np.array([[n in lab.suitable for n in names] for lab in labels], dtype=bool),

@@ -32,6 +32,7 @@ from r2adapter.config import KwayParams, kway_params
 from r2adapter.errors import R2AError
 from r2adapter.evaluate.routing_report import (
     columns,
+    cost_of,
     graphs,
     oracle_choice,
     paired_rows,
@@ -40,6 +41,7 @@ from r2adapter.evaluate.routing_report import (
 )
 from r2adapter.evaluate.stats import paired_bootstrap, ratio_interval
 from r2adapter.kway.cascade import choose
+from r2adapter.kway.costs import price
 from r2adapter.kway.evaluate import _embed, _features, _fit, _time_kway, calibrate_kway
 from r2adapter.kway.labels import outcome_matrix, read_strategy_labels, strategy_label_path
 from r2adapter.kway.strategies import strategy_table
@@ -184,8 +186,7 @@ def _choice(kr: Any, x: np.ndarray, margin: float, cols: list[int]) -> np.ndarra
 def _best_fixed(m: dict[str, np.ndarray], passages: float) -> int:
     """The best fixed strategy handing the reader no more passages (ties: the cheaper
     under the matrix's cost profile)."""
-    cost = m["cost"] if "cost" in m else m["ms"]
-    rec, ms, ps = m["recall"].mean(0), cost.mean(0), m["passages"].mean(0)
+    rec, ms, ps = m["recall"].mean(0), cost_of(m).mean(0), m["passages"].mean(0)
     fair = np.where(ps <= passages + 0.01)[0]
     return int(fair[np.lexsort((ms[fair], -rec[fair]))[0]])
 
@@ -367,8 +368,7 @@ def loco_report(
 
     if budget is not None and not 0.0 <= budget <= 1.0:
         raise R2AError(f"--budget must be in [0, 1], not {budget}")
-    prices = cost_params()
-    prof = prices.priced(profile)
+    prof = cost_params().priced(profile)
     every = kway_params() if budget is None else kway_params(budget=budget)
     train_on = training_corpora(dataset, corpora)
     if not train_on:
@@ -436,7 +436,7 @@ def loco_report(
             routers[row]["paired_best_fixed"] = next(iter(cmp.values()))
     costs = {
         name: {
-            row: float(_profile_cost(held, name, prices, choices[row], latencies[row]).mean())
+            row: float(_profile_cost(held, name, choices[row], latencies[row]).mean())
             for row in choices
         }
         for name in COST_PROFILES
@@ -468,17 +468,18 @@ def loco_report(
     }
 
 
-def _profile_cost(
-    d: _Corpus, profile: str, prices: Any, choice: np.ndarray, route_ms: np.ndarray
-) -> np.ndarray:
+def _profile_cost(d: _Corpus, profile: str, choice: np.ndarray, route_ms: np.ndarray) -> np.ndarray:
     """Per query, what the chosen strategies cost under another profile."""
-    pr = prices.priced(profile)
     rows = np.arange(len(choice))
     m = d.m
-    calls = m["llm_calls"][rows, choice]
-    prompt = m["prompt_tokens"][rows, choice] + calls * prices.llm_call_prompt_tokens
-    answer = prices.answer_tokens + calls * prices.llm_call_answer_tokens
-    return np.asarray(pr.price(m["ms"][rows, choice] + route_ms, prompt, answer))
+    return np.asarray(
+        price(
+            profile,
+            m["ms"][rows, choice] + route_ms,
+            m["prompt_tokens"][rows, choice],
+            m["llm_calls"][rows, choice],
+        )
+    )
 
 
 def best_fixed_comparison(
@@ -513,7 +514,7 @@ def best_fixed_comparison(
     best = routers[f"always_{s.name}"]
     k = routers[row]
     rows = np.arange(len(choice))
-    cost = m["cost"] if "cost" in m else m["ms"]
+    cost = cost_of(m)
     mine = cost[rows, choice] + m.get("ms_price", np.ones(len(choice))) * (
         np.zeros(len(choice)) if route_ms is None else route_ms
     )
