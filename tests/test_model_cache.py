@@ -5,6 +5,7 @@ the cache keeps at most R2A_MODEL_CACHE_VERSIONS versions of a model."""
 
 from __future__ import annotations
 
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -77,8 +78,11 @@ def test_loads_leave_nothing_in_the_temp_folder_and_one_copy_a_version(
         assert (router, version) == ("toy v1", "1")
     assert _bytes(tmp) == 0, sorted(p.name for p in tmp.iterdir())
     versions = sorted(p.name for p in cache.model_folder(MODEL).iterdir())
-    code = _bytes(cache.model_folder(MODEL) / "v1" / "code")  # the project's, with each model
-    assert versions == ["v1"] and 2_000_000 + code < cache.cached_bytes(MODEL) < 2_200_000 + code
+    # the model's files but its `code/` (the project's source, which this process has)
+    assert not (cache.model_folder(MODEL) / "v1" / cache.CODE).exists()
+    assert (cache.model_folder(MODEL) / "v1" / "python_model.pkl").is_file()
+    assert versions == ["v1"] and 2_000_000 < cache.cached_bytes(MODEL) < 2_200_000
+    assert sys.path.count(str(cache.model_folder(MODEL) / "v1" / cache.CODE)) == 0
     for v in ("2", "3"):
         c.set_registered_model_alias(MODEL, "champion", v)
         assert load_alias(MODEL, "champion", "(none)") == (f"toy v{v}", v)

@@ -126,16 +126,19 @@ def champion(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
     settings.cache_clear()
 
 
-def _model_dir(version: str) -> Path:
-    from r2adapter.registry.cache import local_model
+def _model_dir(version: str, dest: Path) -> Path:
+    """The registered model whole, as a user downloading it elsewhere gets it."""
+    import mlflow.artifacts
 
-    return local_model(MODEL, version)
+    return Path(
+        mlflow.artifacts.download_artifacts(f"models:/{MODEL}/{version}", dst_path=str(dest))
+    )
 
 
 def test_the_registered_model_carries_signature_example_requirements_and_code(
-    champion: dict[str, Any],
+    champion: dict[str, Any], tmp_path: Path
 ) -> None:
-    folder = _model_dir(champion["version"])
+    folder = _model_dir(champion["version"], tmp_path)
     mlmodel = yaml.safe_load((folder / "MLmodel").read_text())
     inputs = json.loads(mlmodel["signature"]["inputs"])
     outputs = json.loads(mlmodel["signature"]["outputs"])
@@ -163,7 +166,7 @@ def test_the_registered_model_carries_signature_example_requirements_and_code(
 def test_a_fresh_process_rebuilds_the_champion_and_refuses_wrong_input(
     champion: dict[str, Any], tmp_path: Path
 ) -> None:
-    folder = _model_dir(champion["version"])
+    folder = _model_dir(champion["version"], tmp_path / "model")
     queries = ["Who is the spouse of the Green performer?", "When was Ada Lovelace born?"]
     r = subprocess.run(
         [sys.executable, "-c", FRESH, f"models:/{MODEL}@champion", json.dumps(queries)],

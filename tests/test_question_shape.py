@@ -51,3 +51,45 @@ def test_a_known_group_not_in_the_default() -> None:
     p = kway_params(features=("query_embedding", "question_shape"))
     assert p.features == ("query_embedding", "question_shape")
     assert "question_shape" not in kway_params().features
+
+
+class _Index:
+    """An in-memory index as GraphCache holds one (version, titles, embeddings)."""
+
+    class version:  # noqa: N801 - the attribute GraphIndex has
+        id = 1
+
+    passage_titles = ["Alien (film)", "Ridley Scott", "Paris"]
+    passage_emb = np.eye(3, 4, dtype=np.float32)
+
+
+class _Source:
+    """A GraphSource whose database goes down after `up` reads."""
+
+    def __init__(self, up: int) -> None:
+        self.up = up
+
+    def get(self, dataset: str) -> _Index:
+        from r2adapter.errors import DatabaseError
+
+        if self.up <= 0:
+            raise DatabaseError("database error at postgresql://…: connection refused")
+        self.up -= 1
+        return _Index()
+
+
+def test_features_from_the_index_in_memory_while_the_database_is_down() -> None:
+    """Routing decides in memory with the database down (the two-way router does too); with
+    no index read yet there is nothing to decide from, and the error says the database."""
+    from r2adapter.errors import DatabaseError
+    from r2adapter.kway.features import KwayFeatures
+
+    names = ("question_shape", "title_cover", "dense_scores")
+    q = ["Who directed Alien?"]
+    qv = np.array([[0.9, 0.1, 0.0, 0.0]], dtype=np.float32)
+    f = KwayFeatures("toy", _Source(up=1), names)
+    before = f(q, qv)
+    after = f(q, qv)  # the source now raises: the index last read serves
+    assert np.array_equal(before, after) and before.shape == (1, width(names, 4))
+    with pytest.raises(DatabaseError, match="connection refused"):
+        KwayFeatures("toy", _Source(up=0), names)(q, qv)

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from r2adapter.config import ROUTING_FEATURES
+from r2adapter.errors import DatabaseError
 from r2adapter.route.evidence import GraphSource, normalise_title, title_cover
 
 DENSE_SCORES = 4
@@ -90,12 +91,22 @@ class KwayFeatures:
     def __init__(self, dataset: str, graphs: GraphSource, names: Sequence[str]) -> None:
         self.dataset, self.names, self._graphs = dataset, tuple(names), graphs
         self._titles: tuple[int, list[str]] | None = None
+        self._last: tuple[np.ndarray, list[str]] | None = None
 
     def _index(self) -> tuple[np.ndarray, list[str]]:
-        g = self._graphs.get(self.dataset)
+        """The corpus's passage embeddings and titles. With the database down (its version
+        check fails) the index last read serves: routing decides in memory as the two-way
+        router does, and retrieval, which needs the database, answers 503 until it is back."""
+        try:
+            g = self._graphs.get(self.dataset)
+        except DatabaseError:
+            if self._last is None:
+                raise
+            return self._last
         if self._titles is None or self._titles[0] != g.version.id:
             self._titles = (g.version.id, [normalise_title(t) for t in g.passage_titles])
-        return g.passage_emb, self._titles[1]
+        self._last = (g.passage_emb, self._titles[1])
+        return self._last
 
     def __call__(self, questions: Sequence[str], qvecs: np.ndarray) -> np.ndarray:
         qvecs = np.asarray(qvecs, dtype=np.float32).reshape(len(questions), -1)

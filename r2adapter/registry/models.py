@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -210,7 +211,11 @@ def load_alias(
 
     from r2adapter.registry.cache import local_model
 
-    loaded = mlflow.pyfunc.load_model(str(local_model(model, version)))
+    path = list(sys.path)
+    try:
+        loaded = mlflow.pyfunc.load_model(str(local_model(model, version)))
+    finally:  # MLflow prepends the model's code folder, one more entry each reload: none kept
+        sys.path[:] = path
     return loaded.unwrap_python_model().router, version
 
 

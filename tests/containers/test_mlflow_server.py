@@ -9,6 +9,7 @@ import os
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from tests.conftest import run_cli
@@ -83,7 +84,9 @@ def test_train_register_promote_load_over_http(
     try:
         t0 = time.perf_counter()
         model = mlflow.pyfunc.load_model("models:/r2a-router-embed@champion")
-        out = model.predict(["Who is the father of the director of the film?", "Where is Paris?"])
+        # the model's signature names its one input column, `query`
+        queries = ["Who is the father of the director of the film?", "Where is Paris?"]
+        out = model.predict(pd.DataFrame({"query": queries}))
         print(
             f"load models:/r2a-router-embed@champion over HTTP + predict: "
             f"{time.perf_counter() - t0:.1f} s"

@@ -72,12 +72,11 @@ def _start(
         c,
         objs,
         secret_values={
+            # the Secret's other keys (Postgres, MLflow's store, the LLM, the webhook's
+            # signing key, object storage) are not read on this path: a stand-in each
+            **{k: "unused-here" for k in one(objs, "Secret", "r2a-secrets")["stringData"]},
             "R2A_DATABASE_URL": embedded.url(),
             "R2A_API_KEY": api_key,
-            # the service reads neither; the Secret holds them for Postgres, MLflow, the LLM
-            "POSTGRES_PASSWORD": "unused-here",
-            "MLFLOW_BACKEND_STORE_URI": "unused-here",
-            "R2A_LLM_API_KEY": "unused-here",
         },
         env_overrides={"MLFLOW_TRACKING_URI": srv.url},
     )
