@@ -98,6 +98,9 @@ class PipelineParams:
         )
 
 
+ENCODER_BACKENDS = ("onnx", "onnx-int8", "torch")
+
+
 @dataclass(frozen=True)
 class EncoderParams:
     """The retrieval encoder (params.yaml `encoder:`; R2A_ENCODER and R2A_ENCODER_BACKEND
@@ -110,6 +113,8 @@ class EncoderParams:
     max_seq_length: int = 256
     # "onnx": the transformer runs in ONNX Runtime on CPU (same embeddings, ~2× faster for
     # one query); "torch": sentence-transformers as loaded. GPUs always use torch.
+    # "onnx-int8": ONNX with int8 weights (dynamic quantisation): other embeddings, so an
+    # encoder of its own name (`<model>+int8`) that an fp32 index refuses (and vice versa)
     backend: str = "onnx"
 
     def check(self) -> None:
@@ -120,8 +125,8 @@ class EncoderParams:
             f"encoder.max_seq_length must be ≥ 1, not {self.max_seq_length}",
         )
         _need(
-            self.backend in ("onnx", "torch"),
-            f"encoder.backend must be 'onnx' or 'torch', not {self.backend!r}",
+            self.backend in ENCODER_BACKENDS,
+            f"encoder.backend must be one of {', '.join(ENCODER_BACKENDS)}, not {self.backend!r}",
         )
 
 

@@ -169,6 +169,61 @@ class Page:
 
 
 # ------------------------------------------------------------------------------ reports/
+def first_run(page: Page) -> None:
+    """A fresh clone's `make run`, by stage (benchmarks/bench_first_run.py)."""
+    rel = "benchmarks/results/first_run.json"
+
+    def body(d: dict[str, Any]) -> None:
+        page.para(
+            f"Commit `{str(d.get('commit', ''))[:12]}`, exit {d.get('exit_code')}: "
+            f"**{num(d.get('total_s'), 0)} s** in all ({num(d.get('run_s'), 0)} s `make run` "
+            "after `make install`)."
+        )
+        stages = sorted((d.get("stages") or {}).items(), key=lambda kv: -kv[1])
+        page.table("stage | s | share", [[k, num(v, 0), pct(v / d["total_s"])] for k, v in stages])
+        steps = d.get("index_steps") or {}
+        names = sorted({k for v in steps.values() for k in v if k != "shares_index_of"})
+        page.table(
+            ["index", *names],
+            [
+                [ds, *(num(v.get(n), 0) if n in v else "" for n in names)]
+                for ds, v in steps.items()
+                if not v.get("shares_index_of")
+            ],
+        )
+
+    page.section(3, "The first run (fresh clone, `make run`)", rel, body)
+
+
+def encoder_int8(page: Page) -> None:
+    """The index encoder in int8 against fp32 (benchmarks/bench_encoder_int8.py)."""
+    rel = "benchmarks/results/encoder_int8.json"
+
+    def body(d: dict[str, Any]) -> None:
+        rows = []
+        for name, r in (d.get("corpora") or {}).items():
+            rows.append(
+                [
+                    name,
+                    num(get(r, "throughput", "onnx", "passages_per_s"), 0),
+                    num(get(r, "throughput", "onnx-int8", "passages_per_s"), 0),
+                    num(get(r, "speedup", "corpus"), 2),
+                    num(get(r, "cosine", "min"), 3),
+                    num(get(r, "dense_recall@5", "onnx")),
+                    num(get(r, "dense_recall@5", "onnx-int8")),
+                    diff_ci(r.get("paired_int8_minus_fp32")),
+                    r.get("within_bar"),
+                ]
+            )
+        page.table(
+            "corpus | fp32 passages/s | int8 passages/s | corpus speed-up | min cosine | "
+            "dense R@5 fp32 | int8 | int8 − fp32 [95% CI] | within −.005",
+            rows,
+        )
+
+    page.section(3, "The index encoder in int8", rel, body)
+
+
 def validation(page: Page) -> None:
     page.h(3, "Validation (Great Expectations)")
     files = sorted((page.root / "reports" / "validate").glob("*.json"))
@@ -1331,6 +1386,7 @@ def render(root: Path = ROOT) -> str:
     )
     page.h(2, "The loop on this checkout (`reports/`)")
     for part in (
+        first_run,
         validation,
         index,
         labels,
@@ -1343,6 +1399,7 @@ def render(root: Path = ROOT) -> str:
     ):
         part(page)
     for part in (
+        encoder_int8,
         dense,
         catrag,
         ppr_local,

@@ -88,6 +88,50 @@ def test_other_encoder_is_refused(sample_index: gs.IndexVersion) -> None:
         check_encoder(sample_index, Other())  # type: ignore[arg-type]
 
 
+def test_int8_encoder_is_another_encoder(sample_index: gs.IndexVersion, tmp_path: Path) -> None:
+    """encoder.backend onnx-int8: vectors close to fp32's but not the same, so an encoder of
+    its own name that an fp32 index refuses, naming the rebuild (never a silent mix)."""
+    from r2adapter.index.encoder import Encoder
+    from r2adapter.index.onnx_encoder import for_sentence_transformer
+
+    fp32, int8 = Encoder("minilm", backend="onnx"), Encoder("minilm", backend="onnx-int8")
+    assert (int8.name, int8.backend, int8.dim) == ("all-MiniLM-L6-v2+int8", "onnx-int8", 384)
+    texts = ["Who directed The Iron Mask?", "a long passage about a film " * 60, "x"]
+    a, b = fp32.encode(texts), int8.encode(texts)
+    cos = np.sum(a * b, axis=1)
+    assert np.allclose(np.linalg.norm(b, axis=1), 1.0, atol=1e-5)
+    assert cos.min() > 0.97 and np.abs(a - b).max() > 1e-4, cos  # close, not the same
+    with pytest.raises(R2AError, match=r"rebuild it with `r2a index --dataset sample`"):
+        check_encoder(sample_index, int8)
+    # quantised once beside the fp32 export, then reused
+    q = for_sentence_transformer(fp32.model, str(_minilm_dir()), tmp_path, 1, int8=True)
+    assert q.path.name.endswith("-int8.onnx") and len(list(tmp_path.glob("*.onnx"))) == 2
+    mtime = q.path.stat().st_mtime_ns
+    again = for_sentence_transformer(fp32.model, str(_minilm_dir()), tmp_path, 1, int8=True)
+    assert again.path == q.path and q.path.stat().st_mtime_ns == mtime
+    assert float(np.sum(again.run(texts[:1]) * b[:1])) > 0.99
+
+
+def test_graph_in_memory_serves_while_the_database_is_down(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """GraphCache's version check fails with the database down: the graph in memory serves
+    (routing reads only its embeddings), and with none loaded the error is the database's."""
+    from r2adapter.errors import DatabaseError
+    from r2adapter.retrieve.graph_index import GraphCache
+
+    def down(dataset: str) -> gs.IndexVersion:
+        raise DatabaseError("database error at postgresql://…: connection refused")
+
+    monkeypatch.setattr(gs, "require_version", down)
+    cache = GraphCache(check_every_s=0.0)  # every call checks the version
+    loaded = object()
+    cache._graphs["sample"] = loaded  # type: ignore[assignment]  # loaded before it went down
+    assert cache.get("sample") is loaded and cache.get("sample") is loaded
+    with pytest.raises(DatabaseError, match="connection refused"):
+        cache.get("musique")
+
+
 def test_openie_file_that_does_not_match_the_corpus(pg_env: dict[str, str]) -> None:
     ds = load_dataset("musique")
     backend = PrecomputedOpenIE(find_openie_file(Path(ds.files["corpus"]).parent), ds.passages)

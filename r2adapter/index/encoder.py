@@ -15,6 +15,7 @@ from r2adapter.config import encoder_params
 from r2adapter.errors import R2AError
 
 MINILM = "all-MiniLM-L6-v2"
+INT8_SUFFIX = "+int8"  # the name of an encoder's int8 ONNX variant (encoder.backend onnx-int8)
 log = logging.getLogger(__name__)
 
 
@@ -59,7 +60,15 @@ class Encoder:
         self._lock = threading.Lock()
         self._onnx = None
         self.backend = "torch"
-        if backend == "onnx" and not _cuda() and _mean_pooled_normalised(self.model):
+        int8 = backend == "onnx-int8"
+        if int8:  # other vectors than fp32's: an index says which it was built with
+            self.name = f"{self.name}{INT8_SUFFIX}"
+            if _cuda() or not _mean_pooled_normalised(self.model):
+                raise R2AError(
+                    f"encoder.backend onnx-int8 needs a CPU and a mean-pooled model; "
+                    f"use backend onnx for {model}"
+                )
+        if backend.startswith("onnx") and not _cuda() and _mean_pooled_normalised(self.model):
             try:
                 import torch
 
@@ -67,10 +76,16 @@ class Encoder:
                 from r2adapter.index.onnx_encoder import for_sentence_transformer
 
                 self._onnx = for_sentence_transformer(
-                    self.model, path, settings().root / ".cache" / "onnx", torch.get_num_threads()
+                    self.model,
+                    path,
+                    settings().root / ".cache" / "onnx",
+                    torch.get_num_threads(),
+                    int8=int8,
                 )
-                self.backend = "onnx"
+                self.backend = backend
             except Exception as e:  # no onnxruntime, an export the model refuses: torch
+                if int8:  # torch would write fp32 vectors under the int8 name
+                    raise R2AError(f"encoder {self.name}: {str(e).splitlines()[0]}") from None
                 log.warning("encoder %s stays on torch: %s", self.name, str(e).splitlines()[0])
 
     def encode(

