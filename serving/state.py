@@ -392,9 +392,3 @@ class ServingState:
 
     def close(self) -> None:
         self._stop.set()
-
-
-def timed(f: Any, *args: Any) -> tuple[Any, float]:
-    t0 = time.perf_counter()
-    out = f(*args)
-    return out, (time.perf_counter() - t0) * 1000

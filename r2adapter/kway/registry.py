@@ -5,7 +5,6 @@ split than the champion."""
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -15,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from r2adapter.config import KwayParams, kway_params, settings
+from r2adapter.config import KwayParams, kway_params
 from r2adapter.errors import R2AError
 from r2adapter.route.family import Encode, Route, query_vectors
 
@@ -165,12 +164,6 @@ def train_and_register_kway(dataset: str, p: KwayParams | None = None) -> dict[s
     }
 
 
-def _version(alias: str) -> Any | None:
-    from r2adapter.registry.models import version_by_alias
-
-    return version_by_alias(MODEL, alias)
-
-
 def load_kway(alias: str = "champion", version: str | None = None) -> tuple[Any, str]:
     """The registered k-way router behind an alias (or that `version`), and its version."""
     from r2adapter.registry.models import load_alias
@@ -285,9 +278,3 @@ class KwayFamily:
 
         model.bind(dataset, GRAPHS)
         return model
-
-
-def write_report(path: Path, report: dict[str, Any]) -> None:
-    path = path if path.is_absolute() else settings().root / path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2, default=str) + "\n")
