@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from benchmarks.common import arg_parser, finish, new_result
 
@@ -110,12 +111,34 @@ def index_steps(clone: Path) -> dict[str, dict[str, float]]:
     out = {}
     for f in sorted((clone / "reports" / "index").glob("*.json")):
         rep = json.loads(f.read_text())
-        steps = {k.removeprefix("seconds_"): round(float(v), 1) for k, v in rep.items()}
-        steps = {k: v for k, v in steps.items() if f"seconds_{k}" in rep}
+        steps: dict[str, Any] = {
+            k.removeprefix("seconds_"): round(float(v), 1)
+            for k, v in rep.items()
+            if k.startswith("seconds_")
+        }
         if rep.get("shares_index_of"):
             steps["shares_index_of"] = rep["shares_index_of"]
         out[f.stem] = steps
     return out
+
+
+def read_log(path: Path) -> tuple[list[tuple[float, str]], list[tuple[float, str]]]:
+    """`make install`'s and `make run`'s stamped lines from a saved log (each make's clock
+    starts at 0: the run begins where the time goes back)."""
+    parts: list[list[tuple[float, str]]] = [[]]
+    last = 0.0
+    for raw in path.read_text().splitlines():
+        m = re.match(r"^\[\s*([0-9.]+)\] ?(.*)$", raw)
+        if not m:
+            continue
+        t = float(m.group(1))
+        if t < last - 1.0 and len(parts) == 1:
+            parts.append([])
+        last = t
+        parts[-1].append((t, m.group(2)))
+    if len(parts) < 2 or not parts[1]:
+        raise SystemExit(f"{path}: no `make run` section after `make install`'s")
+    return parts[0], parts[1]
 
 
 def _stop_postgres(clone: Path, env: dict[str, str]) -> None:
@@ -124,13 +147,54 @@ def _stop_postgres(clone: Path, env: dict[str, str]) -> None:
         subprocess.run([str(r2a), "db", "down"], cwd=clone, env=env, capture_output=True)
 
 
+def _summarise(
+    result: dict[str, Any], rc: int, install_s: float, lines: list[tuple[float, str]], clone: Path
+) -> None:
+    stages = {"install": round(install_s, 1), **stages_of(lines)}
+    result |= {
+        "exit_code": rc,
+        "total_s": round(install_s + lines[-1][0], 1),
+        "run_s": round(lines[-1][0], 1),
+        "stages": stages,
+        "index_steps": index_steps(clone),
+    }
+    if rc != 0:
+        result["log_tail"] = [line for _, line in lines[-30:]]
+    top = sorted(stages.items(), key=lambda kv: -kv[1])[:8]
+    print(f"make run (fresh clone): exit {rc}, {result['total_s']:.0f} s in all")
+    for k, v in top:
+        print(f"  {k:32s} {v:7.0f} s")
+
+
 def main() -> None:
     ap = arg_parser(
         __doc__ or "", "(no quick form: the benchmark is the whole run)", "first_run.json"
     )
     ap.add_argument("--keep", type=Path, help="clone into this folder and keep it")
     ap.add_argument("--source", type=Path, default=ROOT, help="the repository to clone")
+    ap.add_argument(
+        "--from-log",
+        type=Path,
+        help="recompute the figures from a saved log and the clone kept with --keep "
+        "(no new run; the exit code is read from the log's make errors)",
+    )
     args = ap.parse_args()
+    if args.from_log is not None:
+        if args.keep is None:
+            raise SystemExit("--from-log needs --keep, the clone the log is of")
+        install, run = read_log(args.from_log)
+        failed = any(line.startswith("make: ***") for _, line in run)
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=args.keep, capture_output=True, text=True
+        ).stdout.strip()
+        result = new_result("first_run", False, commit=commit, from_log=str(args.from_log.name))
+        result["note"] = (
+            "recomputed from the run's log after it ended: the load averages are the "
+            "recomputation's, not the run's"
+        )
+        _summarise(result, 1 if failed else 0, install[-1][0], run, args.keep)
+        finish(result, args.out)
+        return
     commit = subprocess.run(
         ["git", "rev-parse", "HEAD"], cwd=args.source, capture_output=True, text=True
     ).stdout.strip()
@@ -154,20 +218,7 @@ def main() -> None:
         install_s = lines[-1][0]
         if rc == 0:
             rc, lines = timed_make("run", clone, env, log)
-        stages = {"install": round(install_s, 1), **(stages_of(lines) if rc == 0 or lines else {})}
-        result |= {
-            "exit_code": rc,
-            "total_s": round(install_s + lines[-1][0], 1),
-            "run_s": round(lines[-1][0], 1),
-            "stages": stages,
-            "index_steps": index_steps(clone),
-        }
-        if rc != 0:
-            result["log_tail"] = [line for _, line in lines[-30:]]
-        top = sorted(stages.items(), key=lambda kv: -kv[1])[:8]
-        print(f"make run (fresh clone): exit {rc}, {result['total_s']:.0f} s in all")
-        for k, v in top:
-            print(f"  {k:32s} {v:7.0f} s")
+        _summarise(result, rc, install_s, lines, clone)
     finally:
         _stop_postgres(clone, env)
         if parent is not None:

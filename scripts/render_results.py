@@ -175,7 +175,8 @@ def first_run(page: Page) -> None:
 
     def body(d: dict[str, Any]) -> None:
         page.para(
-            f"Commit `{str(d.get('commit', ''))[:12]}`, exit {d.get('exit_code')}: "
+            f"Commit `{str(get(d, 'machine', 'commit', default=''))[:12]}`, "
+            f"exit {d.get('exit_code')}: "
             f"**{num(d.get('total_s'), 0)} s** in all ({num(d.get('run_s'), 0)} s `make run` "
             "after `make install`)."
         )
