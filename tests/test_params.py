@@ -118,7 +118,10 @@ def test_unknown_section_names_it(home: Path) -> None:
         ("graph:\n  synonym_threshold: 2\n", "graph.synonym_threshold"),
         ("graph:\n  linking_top_k: 0\n", "graph.linking_top_k must be ≥ 1, not 0"),
         ("graph:\n  hnsw_ef_search: 5000\n", "graph.hnsw_ef_search"),
-        ("encoder:\n  backend: tpu\n", "encoder.backend must be one of onnx, onnx-int8, torch, not 'tpu'"),
+        (
+            "encoder:\n  backend: tpu\n",
+            "encoder.backend must be one of onnx, onnx-int8, torch, not 'tpu'",
+        ),
         ("encoder:\n  batch_size: 0\n", "encoder.batch_size"),
         ("label:\n  split: [0.5, 0.5, 0.5]\n", "label.split"),
         ("label:\n  rule: newest\n", "unknown label rule 'newest'"),
