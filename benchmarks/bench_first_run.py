@@ -195,6 +195,8 @@ def main() -> None:
         _summarise(result, 1 if failed else 0, install[-1][0], run, args.keep)
         finish(result, args.out)
         return
+    if not (args.source / ".git").exists():
+        raise SystemExit(f"error: {args.source} is not a git checkout (--source)")
     commit = subprocess.run(
         ["git", "rev-parse", "HEAD"], cwd=args.source, capture_output=True, text=True
     ).stdout.strip()
@@ -212,7 +214,12 @@ def main() -> None:
     log = ROOT / "benchmarks" / "results" / "first_run.log"
     log.unlink(missing_ok=True)
     try:
-        subprocess.run(["git", "clone", "-q", str(args.source), str(clone)], check=True)
+        cloned = subprocess.run(
+            ["git", "clone", "-q", str(args.source), str(clone)], capture_output=True, text=True
+        )
+        if cloned.returncode != 0:  # no repository there, or the folder is not empty
+            lines = cloned.stderr.strip().splitlines() or ["git clone failed"]
+            raise SystemExit(f"error: cannot clone {args.source}: {lines[-1]}")
         print(f"clone of {commit[:12]} in {clone}; log {log}")
         rc, lines = timed_make("install", clone, env, log)
         install_s = lines[-1][0]
