@@ -8,8 +8,8 @@ before issue 27's round): its `serving/` and `r2adapter/` from `git archive`, fi
 path of `bentoml serve`, with R2A_HOME a folder holding that commit's params.yaml and
 links to this checkout's data, MLflow store, caches and database folder (the same champion,
 data, database and environment; the settings the commit knows).
-This tree's service is `r2a serve`. Both with R2A_LLM_BASE_URL at a closed port (a rewrite
-falls back at once: the LLM is not what is measured).
+This tree's service is `r2a serve`. Both with R2A_LLM_BASE_URL at a closed port and one
+attempt (a rewrite falls back at once: the LLM is not what is measured).
 
 Per round and side: per-endpoint ok, errors by status, p50/p95; tracebacks and log lines
 beyond the access log per 1,000 requests (from the service's log over the round). Then the
@@ -49,6 +49,7 @@ from benchmarks.common import (  # noqa: E402
     met,
     new_result,
     pct,
+    require_champion,
     require_db,
 )
 from benchmarks.loadgen import PhaseResult, cycle, load_hotpot, run_load  # noqa: E402
@@ -266,11 +267,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.rounds, args.seconds, args.parts = 1, 15.0, 10
     require_db()
+    require_champion()
     questions = load_hotpot(HOTPOT)
     env = {
         **os.environ,
         "R2A_LLM_BASE_URL": "http://127.0.0.1:9/v1",
         "R2A_LLM_MODEL": "none",
+        "R2A_LLM_MAX_ATTEMPTS": "1",  # a refused connection falls back at once (3 s with retries)
         "BENTOML_DO_NOT_TRACK": "true",
     }
     folder = Path(tempfile.mkdtemp(prefix="r2a-bench-mixed-"))

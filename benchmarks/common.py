@@ -204,6 +204,15 @@ def require_db() -> None:
         pool_log.setLevel(level)
 
 
+def require_champion(kind: str = "r2a") -> None:
+    """Exit 1 with one line when the registry has no `kind` champion (a service without
+    one never gets ready: a benchmark would wait out its whole start-up timeout)."""
+    from r2adapter.registry.models import alias_version
+
+    if alias_version(kind, "champion") is None:
+        die(f"no {kind} champion in the registry: run `r2a train` and `r2a promote` (or make run)")
+
+
 def die(message: str) -> None:
     print(f"error: {message}", file=sys.stderr)
     raise SystemExit(1)

@@ -363,3 +363,28 @@ def test_a_slot_holding_a_comma_stays_one_slot() -> None:
         "Ann born in",
         'The "Blue" [1990] genre',
     ]
+
+
+def test_an_unreachable_llm_is_not_asked_again_for_a_while() -> None:
+    """A real client at a closed port (connection refused, two tries with backoff): the first
+    rewrite pays the retries and falls back as `error`; the next ones fall back at once
+    without a call until `down_s` has passed, then the LLM is asked again."""
+    import socket
+
+    from r2adapter.llm.openai_compat import OpenAICompatibleLLM
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    llm = OpenAICompatibleLLM(f"http://127.0.0.1:{port}/v1", "none", max_attempts=2, backoff=0.2)
+    rw = Rewriter(llm, backend="llm", budget_s=5, down_s=0.5)
+    first = rw.rewrite("Who directed the film that won?")
+    assert first.fallback == "error" and first.ms >= 200  # one backoff
+    t0 = time.perf_counter()
+    again = [rw.rewrite(f"Who wrote book {i}?") for i in range(5)]
+    assert all(r.fallback == "error" and not r.rewritten_ok for r in again)
+    assert time.perf_counter() - t0 < 0.1  # no call, no backoff
+    assert rw.stats()["llm_calls"] == 1
+    time.sleep(0.6)
+    assert rw.rewrite("Who painted it?").fallback == "error"
+    assert rw.stats()["llm_calls"] == 2  # asked again once the interval passed

@@ -105,11 +105,14 @@ def test_a_single_query_goes_ahead_of_queued_lists() -> None:
     assert batches[2:] == [[f"l{j}-{i}" for i in range(4)] for j in (1, 2)]
 
 
-def test_lists_leave_a_lane_free_for_single_queries() -> None:
-    """With two lanes, lists are scored on one at most: a single query that arrives while
-    lists wait is scored at once on the other lane, not after a list."""
+def test_lists_take_the_free_lane_in_chunks_and_singles_wait_for_a_chunk_at_most() -> None:
+    """With two lanes, lists are scored on both while no single query waits (issue 44, item
+    10: on one lane, lists waited behind each other), whole batches on one and chunks of
+    `bulk_chunk` on the other; a single query that arrives meanwhile is scored after at most
+    a chunk, not a whole list (each query costs 25 ms: a batch of 4 takes 0.1 s)."""
     lanes: dict[str, int] = {"bulk": 0, "peak_bulk": 0}
     lock = threading.Lock()
+    sizes: list[int] = []
     waited: list[float] = []
 
     def score(qs: list[str]) -> list[str]:
@@ -117,21 +120,32 @@ def test_lists_leave_a_lane_free_for_single_queries() -> None:
         with lock:
             lanes["bulk"] += is_list
             lanes["peak_bulk"] = max(lanes["peak_bulk"], lanes["bulk"])
-        time.sleep(0.1 if is_list else 0.001)
+            if is_list:
+                sizes.append(len(qs))
+        time.sleep(0.025 * len(qs))
         with lock:
             lanes["bulk"] -= is_list
         return qs
 
-    async def main() -> None:
-        b = RouteBatcher(score, max_batch=4, parallel=2)
+    async def main(parallel: int) -> float:
+        b = RouteBatcher(score, max_batch=4, parallel=parallel, bulk_chunk=1)
+        t0 = time.perf_counter()
         lists = [asyncio.create_task(b.many([f"l{j}-{i}" for i in range(4)])) for j in range(4)]
         await asyncio.sleep(0.02)
         for _ in range(3):
-            t0 = time.perf_counter()
-            await b("single")
-            waited.append(time.perf_counter() - t0)
-        await asyncio.gather(*lists)
+            t1 = time.perf_counter()
+            assert await b("single") == "single"
+            waited.append(time.perf_counter() - t1)
+            await asyncio.sleep(0.03)
+        out = await asyncio.gather(*lists)
+        assert out == [[f"l{j}-{i}" for i in range(4)] for j in range(4)]
+        return time.perf_counter() - t0
 
-    asyncio.run(main())
-    assert lanes["peak_bulk"] == 1  # never both lanes on lists
-    assert max(waited) < 0.08, waited  # a list takes 0.1 s: no single waited for one
+    one_lane = asyncio.run(main(1))
+    waited.clear()
+    sizes.clear()
+    two_lanes = asyncio.run(main(2))
+    assert lanes["peak_bulk"] == 2  # both lanes scored lists
+    assert sorted(set(sizes)) == [1, 4]  # whole batches on one lane, chunks on the other
+    assert max(waited) < 0.08, waited  # at most a chunk (25 ms) and its own, never a list
+    assert two_lanes < 0.8 * one_lane, (one_lane, two_lanes)  # 16 queries: 0.4 s on one lane

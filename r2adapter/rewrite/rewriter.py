@@ -14,6 +14,11 @@ its own timeout, so a well-behaved client stops by then too).
 
 Results are cached by query in a bounded LRU: rewrites and malformed replies (decoding is
 greedy, so asking again gives the same reply), not timeouts or errors (they may pass).
+
+An LLM that cannot be reached (connection refused after the client's retries, about 3 s of
+backoff) is not asked again for `down_s` seconds (LLM_DOWN_S): rewrites fall back as `error`
+at once meanwhile, with one WARNING line each time the LLM is found gone, so a dead endpoint
+costs one query its retries, not every graph-bound query (bench_mixed: 3 s a /retrieve).
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ FALLBACK_REASONS = ("malformed", "timeout", "error", "empty", "unparsed")
 BACKENDS = ("structural", "llm")
 PROMPT = "rewrite"  # r2adapter/prompts/rewrite.md
 MAX_TOKENS = 128  # ~20 tokens a triplet; a reply that runs on is a loop
+LLM_DOWN_S = 10.0  # an unreachable LLM is not asked again for this long
 
 
 @dataclass(frozen=True)
@@ -109,6 +115,7 @@ class Rewriter:
         max_triplets: int = MAX_TRIPLETS,
         backend: str | None = None,
         min_confidence: float | None = None,
+        down_s: float = LLM_DOWN_S,
     ):
         """`backend`: "structural" or "llm"; None: `default_backend(llm)`.
         `llm=None` with the llm backend: the configured LLM, else the local model
@@ -146,6 +153,8 @@ class Rewriter:
         self._lock = threading.Lock()  # guards the cache and the counters
         self._counts = {"calls": 0, "rewritten": 0, "cache_hits": 0, "llm_calls": 0}
         self._fallbacks = dict.fromkeys(FALLBACK_REASONS, 0)
+        self.down_s = down_s
+        self._down_until = 0.0  # time.monotonic() before which the LLM is not asked
 
     def warmup(self) -> None:
         """Load a local model (or the pattern table and spaCy parser) now, so the first
@@ -183,6 +192,9 @@ class Rewriter:
         assert self.llm is not None
         llm = self.llm
         with self._lock:
+            if time.monotonic() < self._down_until:  # found unreachable a moment ago
+                self._tally("error")
+                return RewriteResult(query, query, [], False, "error", _ms(t0))
             self._counts["llm_calls"] += 1
         messages = self.prompts.messages("rewrite", query=key)
         deadline = time.monotonic() + self.budget_s
@@ -201,6 +213,8 @@ class Rewriter:
         except LLMError as e:
             reason = "timeout" if time.monotonic() >= deadline or _is_timeout(e) else "error"
             log.debug("rewrite of %r failed: %s", key, e)
+            if "unreachable" in str(e):
+                self._llm_gone(e)
             return self._done(query, t0, reason)
         except Exception as e:  # a client bug must not take the query down with it
             log.warning("rewrite of %r failed: %s: %s", key, type(e).__name__, e)
@@ -254,6 +268,14 @@ class Rewriter:
     def clear_cache(self) -> None:
         with self._lock:
             self._cache.clear()
+
+    def _llm_gone(self, e: LLMError) -> None:
+        """Stop asking an unreachable LLM for `down_s` seconds; one line each time."""
+        with self._lock:
+            opened = time.monotonic() >= self._down_until
+            self._down_until = time.monotonic() + self.down_s
+        if opened:
+            log.warning("rewrites fall back for %.0f s: %s", self.down_s, e)
 
     def _done(
         self, query: str, t0: float, fallback: str | None, triplets: list[Triplet] | None = None
