@@ -74,9 +74,14 @@ def _mlflow(args: argparse.Namespace) -> int:
 
 
 def _data_validate(args: argparse.Namespace) -> int:
-    from r2adapter import steps
+    from pathlib import Path
 
-    report = steps.validate(args.dataset)
+    from r2adapter import steps
+    from r2adapter.data.adapters import dataset_name
+    from r2adapter.data.data_docs import default_folder
+
+    docs = Path(args.data_docs) if args.data_docs else default_folder(dataset_name(args.dataset))
+    report = steps.validate(args.dataset, docs)
     for check in report.checks:
         print(check.line())
     _emit(args, report.to_report())
@@ -690,6 +695,12 @@ def build_parser() -> argparse.ArgumentParser:
         c.set_defaults(func=func)
         if name == "validate":
             c.add_argument("--report", help="also write the figures as JSON (a DVC metric)")
+            c.add_argument(
+                "--data-docs",
+                metavar="DIR",
+                help="where the checkpoint writes its Data Docs site (index.html) and one page "
+                "of every result (validation.html); default reports/data_docs/<dataset>/",
+            )
         else:
             c.add_argument(
                 "--replace",
