@@ -446,6 +446,19 @@ def _evaluate_answers(args: argparse.Namespace) -> int:
     return 0
 
 
+def _evaluate_report(args: argparse.Namespace) -> int:
+    """`r2a evaluate report`: the tables and plots of reports/eval/*.json as one page."""
+    from pathlib import Path
+
+    from r2adapter.config import settings
+    from r2adapter.evaluate.report_page import write_page
+
+    root = settings().root
+    out = write_page(root / "reports/eval", Path(args.out) if args.out else None, args.embed)
+    print(f"saved: {out.relative_to(root) if out.is_relative_to(root) else out}")
+    return 0
+
+
 def _evaluate_routing(args: argparse.Namespace) -> int:
     from r2adapter import steps
     from r2adapter.evaluate.reports import RoutingReport
@@ -886,6 +899,17 @@ def build_parser() -> argparse.ArgumentParser:
     ea.add_argument("--workers", type=int, default=1, help="answers in flight (a server)")
     ea.add_argument("--json", action="store_true")
     ea.set_defaults(func=_evaluate_answers)
+
+    ep = esub.add_parser(
+        "report",
+        help="the page of reports/eval/*.json: retrieval, routing and corpora tables with their "
+        "plots (reports/eval/report.md, reports/eval/routing.png)",
+    )
+    ep.add_argument("--out", default=None, help="write the page here instead")
+    ep.add_argument(
+        "--embed", action="store_true", help="the plots inside the page (base64), not linked"
+    )
+    ep.set_defaults(func=_evaluate_report)
 
     cat = sub.add_parser("catrag", help="CatRAG: train its learned tier source")
     csub = cat.add_subparsers(dest="catrag_command", required=True)

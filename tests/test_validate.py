@@ -91,3 +91,22 @@ def test_data_docs_show_the_failed_suite(tmp_path: Path) -> None:
         "bad-queries": "Failed",
         "bad-gold": "Succeeded",
     }
+
+
+def test_the_validate_component_hands_the_ui_the_data_docs_page(tmp_path: Path) -> None:
+    """The Kubeflow component's body: validation.html, every suite's result on one page, as
+    its HTML artifact (the UI shows an artifact from one file)."""
+    from kfp.dsl import HTML, Metrics
+
+    from components.validate import validate as component
+
+    page = HTML(uri=str(tmp_path / "data_docs.html"))
+    out = component.python_func(
+        dataset="sample", metrics=Metrics(uri=str(tmp_path / "metrics")), data_docs=page
+    )
+    assert out.name == "sample" and len(out.fingerprint) == 32
+    assert _statuses((tmp_path / "data_docs.html").read_text()) == {
+        "sample-corpus": "Succeeded",
+        "sample-queries": "Succeeded",
+        "sample-gold": "Succeeded",
+    }
