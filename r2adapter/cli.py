@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from r2adapter.adr.strategies import register as register_adr_strategies
 from r2adapter.config import pipeline_dataset
 from r2adapter.errors import R2AError
+from r2adapter.evaluate.headline import HEADLINES
 from r2adapter.evaluate.retrieval import VARIANTS as RETRIEVAL_VARIANTS
 from r2adapter.index.openie import OPENIE_BACKENDS
 from r2adapter.label.rules import RULES
@@ -456,6 +457,16 @@ def _evaluate_report(args: argparse.Namespace) -> int:
     root = settings().root
     out = write_page(root / "reports/eval", Path(args.out) if args.out else None, args.embed)
     print(f"saved: {out.relative_to(root) if out.is_relative_to(root) else out}")
+    return 0
+
+
+def _headline(args: argparse.Namespace) -> int:
+    """`r2a headline STAGE [ITEM]`: the stage's few numbers from its full reports."""
+    from r2adapter.config import settings
+    from r2adapter.evaluate.headline import write_headline
+
+    path, figures = write_headline(settings().root, args.stage, args.item)
+    print(f"{path}: " + ", ".join(f"{k} {v}" for k, v in figures.items()))
     return 0
 
 
@@ -910,6 +921,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--embed", action="store_true", help="the plots inside the page (base64), not linked"
     )
     ep.set_defaults(func=_evaluate_report)
+
+    hl = sub.add_parser(
+        "headline",
+        help="a DVC stage's few headline numbers from its full reports: reports/metrics/",
+    )
+    hl.add_argument("stage", choices=list(HEADLINES))
+    hl.add_argument(
+        "item",
+        nargs="?",
+        default=None,
+        help="a per-item stage's item (corpora, train, promote); the others read params.yaml "
+        "pipeline.dataset's reports",
+    )
+    hl.set_defaults(func=_headline)
 
     cat = sub.add_parser("catrag", help="CatRAG: train its learned tier source")
     csub = cat.add_subparsers(dest="catrag_command", required=True)
