@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from r2adapter.adr.strategies import register as register_adr_strategies
 from r2adapter.config import pipeline_dataset
 from r2adapter.errors import R2AError
+from r2adapter.evaluate.headline import HEADLINES
 from r2adapter.evaluate.retrieval import VARIANTS as RETRIEVAL_VARIANTS
 from r2adapter.index.openie import OPENIE_BACKENDS
 from r2adapter.label.rules import RULES
@@ -74,9 +75,14 @@ def _mlflow(args: argparse.Namespace) -> int:
 
 
 def _data_validate(args: argparse.Namespace) -> int:
-    from r2adapter import steps
+    from pathlib import Path
 
-    report = steps.validate(args.dataset)
+    from r2adapter import steps
+    from r2adapter.data.adapters import dataset_name
+    from r2adapter.data.data_docs import default_folder
+
+    docs = Path(args.data_docs) if args.data_docs else default_folder(dataset_name(args.dataset))
+    report = steps.validate(args.dataset, docs)
     for check in report.checks:
         print(check.line())
     _emit(args, report.to_report())
@@ -441,6 +447,29 @@ def _evaluate_answers(args: argparse.Namespace) -> int:
     return 0
 
 
+def _evaluate_report(args: argparse.Namespace) -> int:
+    """`r2a evaluate report`: the tables and plots of reports/eval/*.json as one page."""
+    from pathlib import Path
+
+    from r2adapter.config import settings
+    from r2adapter.evaluate.report_page import write_page
+
+    root = settings().root
+    out = write_page(root / "reports/eval", Path(args.out) if args.out else None, args.embed)
+    print(f"saved: {out.relative_to(root) if out.is_relative_to(root) else out}")
+    return 0
+
+
+def _headline(args: argparse.Namespace) -> int:
+    """`r2a headline STAGE [ITEM]`: the stage's few numbers from its full reports."""
+    from r2adapter.config import settings
+    from r2adapter.evaluate.headline import write_headline
+
+    path, figures = write_headline(settings().root, args.stage, args.item)
+    print(f"{path}: " + ", ".join(f"{k} {v}" for k, v in figures.items()))
+    return 0
+
+
 def _evaluate_routing(args: argparse.Namespace) -> int:
     from r2adapter import steps
     from r2adapter.evaluate.reports import RoutingReport
@@ -690,6 +719,12 @@ def build_parser() -> argparse.ArgumentParser:
         c.set_defaults(func=func)
         if name == "validate":
             c.add_argument("--report", help="also write the figures as JSON (a DVC metric)")
+            c.add_argument(
+                "--data-docs",
+                metavar="DIR",
+                help="where the checkpoint writes its Data Docs site (index.html) and one page "
+                "of every result (validation.html); default reports/data_docs/<dataset>/",
+            )
         else:
             c.add_argument(
                 "--replace",
@@ -875,6 +910,31 @@ def build_parser() -> argparse.ArgumentParser:
     ea.add_argument("--workers", type=int, default=1, help="answers in flight (a server)")
     ea.add_argument("--json", action="store_true")
     ea.set_defaults(func=_evaluate_answers)
+
+    ep = esub.add_parser(
+        "report",
+        help="the page of reports/eval/*.json: retrieval, routing and corpora tables with their "
+        "plots (reports/eval/report.md, reports/eval/routing.png)",
+    )
+    ep.add_argument("--out", default=None, help="write the page here instead")
+    ep.add_argument(
+        "--embed", action="store_true", help="the plots inside the page (base64), not linked"
+    )
+    ep.set_defaults(func=_evaluate_report)
+
+    hl = sub.add_parser(
+        "headline",
+        help="a DVC stage's few headline numbers from its full reports: reports/metrics/",
+    )
+    hl.add_argument("stage", choices=list(HEADLINES))
+    hl.add_argument(
+        "item",
+        nargs="?",
+        default=None,
+        help="a per-item stage's item (corpora, train, promote); the others read params.yaml "
+        "pipeline.dataset's reports",
+    )
+    hl.set_defaults(func=_headline)
 
     cat = sub.add_parser("catrag", help="CatRAG: train its learned tier source")
     csub = cat.add_subparsers(dest="catrag_command", required=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from r2adapter.adr.strategies import register as register_adr_strategies
@@ -25,9 +26,10 @@ if TYPE_CHECKING:
 register_adr_strategies()  # every step that resolves a retrieval mode finds ADR's
 
 
-def validate(dataset: str) -> Report:
-    """Great Expectations suites over corpus and queries (docs/architecture.md, step 1)."""
-    return _validate(load_dataset(dataset))
+def validate(dataset: str, data_docs: Path | None = None) -> Report:
+    """Great Expectations suites over corpus and queries, run as one checkpoint
+    (docs/architecture.md, step 1); with `data_docs`, its Data Docs site is written there."""
+    return _validate(load_dataset(dataset), data_docs)
 
 
 def load(dataset: str, replace: bool = False) -> LoadResult:

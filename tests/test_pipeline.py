@@ -250,6 +250,16 @@ def test_one_branch_per_router_of_the_loop(compiled: dict[str, Any]) -> None:
     assert evaluated_after == sorted([*per_router("promote"), "promote-kway", "promote-adr"])
 
 
+def test_validate_and_evaluate_hand_the_ui_their_pages(compiled: dict[str, Any]) -> None:
+    """What the Kubeflow UI shows from a run: validate's Data Docs (one HTML page, every
+    suite's result) and evaluate's page (the reports' tables and the routing plot, Markdown)."""
+    want = {"validate": ("data_docs", "system.HTML"), "evaluate": ("summary", "system.Markdown")}
+    for task, (name, kind) in want.items():
+        comp = compiled["tasks"][task]["componentRef"]["name"]
+        outputs = compiled["spec"]["components"][comp]["outputDefinitions"]["artifacts"]
+        assert outputs[name]["artifactType"]["schemaTitle"] == kind, task
+
+
 def _gate_reads_what_trainer_read(tasks: dict[str, Any], family: str, labels: str) -> None:
     """A pod starts with no labels/: the gate receives the very label artifacts its trainer
     trained on (the dataset's and the corpora's directory), not files it cannot see."""
@@ -894,3 +904,10 @@ def test_local_run_artifacts_and_gate(local_run: dict[str, Any]) -> None:
     evaluated = _metrics(root, "evaluate")
     assert {"retrieval_dense_recall_at_5", "routing_r2a_embed_recall_at_5"} <= set(evaluated)
     assert {"routing_r2a_recall_at_5"} <= set(evaluated)
+    # the pages the Kubeflow UI shows: validate's Data Docs, evaluate's tables and plot
+    (docs,) = [d / "data_docs" for d in _task_dirs(root, "validate")]
+    assert all(f"kfpmini-{t}" in docs.read_text() for t in ("corpus", "queries", "gold"))
+    (summary,) = [d / "summary" for d in _task_dirs(root, "evaluate")]
+    page = summary.read_text()
+    assert "## Routing: kfpmini, test split" in page and "| r2a_embed |" in page
+    assert "](data:image/png;base64," in page

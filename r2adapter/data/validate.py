@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from r2adapter.data.data_docs import PAGE, SITE, clear, single_page, site_config
 from r2adapter.data.schema import MAX_PASSAGE_CHARS, Dataset, Passage
 
 BLANK = r"^\s*$"
 NUL = r"\x00"  # Postgres' text cannot hold it: `r2a data load` would refuse the row
+TABLES = ("corpus", "queries", "gold")  # a suite each, checked in this order
 
 
 @dataclass(frozen=True)
@@ -193,41 +197,82 @@ def _suites(ds: Dataset) -> dict[str, list[Any]]:
     }
 
 
-def validate(ds: Dataset) -> Report:
+def validate(ds: Dataset, data_docs: Path | None = None) -> Report:
+    """The suites as one Great Expectations checkpoint: a validation definition per table.
+    With `data_docs`, its UpdateDataDocsAction writes the Data Docs site there (index.html)
+    and one page of every result beside it (r2adapter/data/data_docs.py)."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     logging.getLogger("great_expectations").setLevel(logging.ERROR)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), tempfile.TemporaryDirectory() as tmp:
         warnings.simplefilter("ignore")
         import great_expectations as gx
         from great_expectations.data_context.types.base import ProgressBarsConfig
 
         ctx = gx.get_context(mode="ephemeral")
         ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
-        source = ctx.data_sources.add_pandas(f"r2a-{ds.name}")
-        frames, suites = _frames(ds), _suites(ds)
-        checks: list[Check] = []
-        for table, expectations in suites.items():
-            batch = (
-                source.add_dataframe_asset(table)
-                .add_batch_definition_whole_dataframe("all")
-                .get_batch(batch_parameters={"dataframe": frames[table]})
+        actions: list[Any] = []
+        if data_docs is not None:
+            data_docs.mkdir(parents=True, exist_ok=True)
+            clear(data_docs)
+            ctx.add_data_docs_site(SITE, site_config(data_docs))  # type: ignore[arg-type]
+            actions.append(gx.checkpoint.UpdateDataDocsAction(name="data_docs", site_names=[SITE]))
+        frames = _frames(ds)
+        definitions = _definitions(ctx, ds.name, frames, _suites(ds), Path(tmp))
+        checkpoint = ctx.checkpoints.add(
+            gx.Checkpoint(
+                name=f"r2a-{ds.name}", validation_definitions=definitions, actions=actions
             )
-            suite = gx.ExpectationSuite(name=f"{ds.name}-{table}", expectations=expectations)
-            for r in batch.validate(suite).results:
-                res, cfg = r.result or {}, r.expectation_config
-                if cfg is None:  # a result always carries its expectation
-                    continue
-                checked = res.get("element_count", res.get("observed_value", len(frames[table])))
-                examples = res.get("partial_unexpected_list") or []
-                checks.append(
-                    Check(
-                        table,
-                        cfg.type,
-                        cfg.kwargs.get("column"),
-                        bool(r.success),
-                        int(checked),
-                        int(res.get("unexpected_count") or 0),
-                        str(examples[0])[:60] if examples else "",
-                    )
-                )
+        )
+        by_suite = {r.suite_name: r for r in checkpoint.run().run_results.values()}
+        results = [by_suite[f"{ds.name}-{table}"] for table in TABLES]
+        if data_docs is not None:
+            (data_docs / PAGE).write_text(single_page(f"{ds.name}: validation", results))
+    checks = [
+        _check(table, r, len(frames[table]))
+        for table, result in zip(TABLES, results, strict=True)
+        for r in result.results
+        if r.expectation_config is not None  # a result always carries its expectation
+    ]
     return Report(ds.name, checks, len(ds.passages), len(ds.queries), ds.n_complete)
+
+
+def _definitions(
+    ctx: Any, name: str, frames: dict[str, pd.DataFrame], suites: dict[str, list[Any]], tmp: Path
+) -> list[Any]:
+    """One validation definition per table, its suite named `<dataset>-<table>`. The frames
+    go through pickle files: a checkpoint hands every definition the same batch parameters,
+    so a dataframe asset (its frame given at run time) could validate only one table."""
+    import great_expectations as gx
+
+    source = ctx.data_sources.add_pandas(f"r2a-{name}")
+    out = []
+    for table in TABLES:
+        path = tmp / f"{table}.pkl"
+        frames[table].to_pickle(path)
+        batch = source.add_pickle_asset(table, filepath_or_buffer=path)
+        suite = ctx.suites.add(
+            gx.ExpectationSuite(name=f"{name}-{table}", expectations=suites[table])
+        )
+        definition = gx.ValidationDefinition(
+            name=f"{name}-{table}",
+            data=batch.add_batch_definition_whole_dataframe("all"),
+            suite=suite,
+        )
+        out.append(ctx.validation_definitions.add(definition))
+    return out
+
+
+def _check(table: str, r: Any, rows: int) -> Check:
+    """One expectation's result (of a table of `rows` rows) as a line of `r2a data validate`."""
+    res, cfg = r.result or {}, r.expectation_config
+    checked = res.get("element_count", res.get("observed_value", rows))
+    examples = res.get("partial_unexpected_list") or []
+    return Check(
+        table,
+        cfg.type,
+        cfg.kwargs.get("column"),
+        bool(r.success),
+        int(checked),
+        int(res.get("unexpected_count") or 0),
+        str(examples[0])[:60] if examples else "",
+    )
