@@ -117,23 +117,40 @@ image: base-image wheelhouse
 
 # The training image with the CUDA torch (the pipeline's GPU trainer runs it: components/
 # _base.py CUDA_IMAGE): the same Dockerfile, offline the same way, from a wheelhouse whose
-# torch is PyTorch's CUDA build (TORCH_CUDA, from TORCH_CUDA_INDEX: a PyTorch index or a
-# folder of wheels) with its nvidia-* and triton wheels, and every other wheel of
-# wheelhouse/ (hard links). The build context is a staging folder (build/cuda-context: the
-# source and that wheelhouse as wheelhouse/), so `make image` never sends the CUDA wheels.
-# The Dockerfile checks the torch build (TORCH_VARIANT=cuda); then torch.version.cuda is
-# printed from the image. Not part of `make test` or CI.
-TORCH_CUDA       ?= cu128
-TORCH_CUDA_INDEX ?= https://download.pytorch.org/whl/$(TORCH_CUDA)
+# torch is a CUDA build, with its nvidia-*, cuda-* and triton wheels, and every other wheel
+# of wheelhouse/ (hard links). Where the CUDA torch comes from:
+#   TORCH_CUDA_INDEX=pypi (the default): PyPI's own torch 2.13.0, through pip's configured
+#     indexes. On Linux x86_64 it is PyTorch's CUDA 13.0 build (torch.__version__
+#     2.13.0+cu130; nvidia-*-cu13, cuda-toolkit 13.0.3, triton 3.7.1) although its file has
+#     no local label (torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl); asked for as
+#     `torch===2.13.0` (arbitrary equality), so 2.13.0+cpu (wheelhouse/, a find-links
+#     folder) is never taken.
+#   TORCH_CUDA=cu128 (or another label): torch==2.13.0+$(TORCH_CUDA) from PyTorch's index for
+#     it, or from TORCH_CUDA_INDEX=<another index, or a folder of wheels>.
+# The wheel's torch/version.py must name a CUDA version (checked here, before the build);
+# the build context is a staging folder (build/cuda-context: the source and that wheelhouse
+# as wheelhouse/), so `make image` never sends the CUDA wheels. The Dockerfile checks the
+# torch build again (TORCH_VARIANT=cuda); then torch.version.cuda is printed from the image.
+# Not part of `make test` or CI.
+TORCH_CUDA       ?=
+TORCH_CUDA_INDEX ?= $(if $(TORCH_CUDA),https://download.pytorch.org/whl/$(TORCH_CUDA),pypi)
+CUDA_FROM_PYPI   := $(filter pypi,$(TORCH_CUDA_INDEX))
+CUDA_TORCH_REQ   := $(if $(CUDA_FROM_PYPI),torch===2.13.0,torch==2.13.0+$(TORCH_CUDA))
+CUDA_TORCH_WHEEL := $(if $(CUDA_FROM_PYPI),torch-2.13.0-*.whl,torch-2.13.0+$(TORCH_CUDA)-*.whl)
 CUDA_WHEELHOUSE  := wheelhouse-cuda
 CUDA_CONTEXT     := build/cuda-context
 $(CUDA_WHEELHOUSE)/requirements.lock: $(WHEELHOUSE)/requirements.lock
-	@echo "wheelhouse-cuda: pip wheel torch==2.13.0+$(TORCH_CUDA) from $(TORCH_CUDA_INDEX) (log: $(CUDA_WHEELHOUSE).log)"
+	@[ -n "$(CUDA_FROM_PYPI)$(TORCH_CUDA)" ] || { echo "error: TORCH_CUDA_INDEX=$(TORCH_CUDA_INDEX) needs TORCH_CUDA=<the wheels' label, e.g. cu128> (or TORCH_CUDA_INDEX=pypi)"; exit 1; }
+	@echo "wheelhouse-cuda: pip wheel $(CUDA_TORCH_REQ) from $(if $(CUDA_FROM_PYPI),PyPI (pip's configured indexes),$(TORCH_CUDA_INDEX)) (log: $(CUDA_WHEELHOUSE).log)"
 	@rm -rf $(CUDA_WHEELHOUSE).new && mkdir -p $(CUDA_WHEELHOUSE).new
 	@$(PY) -m pip wheel -q -w $(CUDA_WHEELHOUSE).new --find-links $(WHEELHOUSE) \
-		$$(case "$(TORCH_CUDA_INDEX)" in http*) echo --extra-index-url "$(TORCH_CUDA_INDEX)";; *) echo --find-links "$(TORCH_CUDA_INDEX)";; esac) \
-		"torch==2.13.0+$(TORCH_CUDA)" > $(CUDA_WHEELHOUSE).log 2>&1 || true
-	@ls $(CUDA_WHEELHOUSE).new/torch-2.13.0+$(TORCH_CUDA)-*.whl >/dev/null 2>&1 || { rm -rf $(CUDA_WHEELHOUSE).new; echo "error: no CUDA torch wheel torch-2.13.0+$(TORCH_CUDA) from $(TORCH_CUDA_INDEX) (see $(CUDA_WHEELHOUSE).log): make image-cuda TORCH_CUDA_INDEX=<a PyTorch CUDA index or a folder holding the CUDA wheels>"; exit 1; }
+		$$(case "$(TORCH_CUDA_INDEX)" in pypi) ;; http*) echo --extra-index-url "$(TORCH_CUDA_INDEX)";; *) echo --find-links "$(TORCH_CUDA_INDEX)";; esac) \
+		"$(CUDA_TORCH_REQ)" > $(CUDA_WHEELHOUSE).log 2>&1 || true
+	@w=$$(ls $(CUDA_WHEELHOUSE).new/$(CUDA_TORCH_WHEEL) 2>/dev/null | head -1); \
+		[ -n "$$w" ] || { rm -rf $(CUDA_WHEELHOUSE).new; echo "error: no CUDA torch wheel $(CUDA_TORCH_WHEEL) from $(TORCH_CUDA_INDEX) (see $(CUDA_WHEELHOUSE).log): make image-cuda TORCH_CUDA=<label> TORCH_CUDA_INDEX=<a PyTorch CUDA index or a folder holding the CUDA wheels>"; exit 1; }; \
+		b=$$($(PY) -c "import re, sys, zipfile; t = zipfile.ZipFile(sys.argv[1]).read('torch/version.py').decode(); v = lambda k: (re.findall(r\"^\" + k + r\"\b[^=]*= *'([^']*)'\", t, re.M) or ['-'])[0]; print(v('__version__'), v('cuda'))" "$$w"); \
+		[ "$${b#* }" != "-" ] || { rm -rf $(CUDA_WHEELHOUSE).new; echo "error: $${w##*/} is torch $${b% *}, a CPU build (its torch.version.cuda is None): make image-cuda TORCH_CUDA=<label> TORCH_CUDA_INDEX=<a PyTorch CUDA index>"; exit 1; }; \
+		echo "wheelhouse-cuda: $${w##*/}: torch $${b% *}, CUDA $${b#* }; with its own dependencies $$(ls $(CUDA_WHEELHOUSE).new/*.whl | wc -l) wheels, $$(du -sh $(CUDA_WHEELHOUSE).new | cut -f1)"
 	@for w in $(WHEELHOUSE)/*.whl; do case "$${w##*/}" in torch-*) ;; *) [ -e "$(CUDA_WHEELHOUSE).new/$${w##*/}" ] || ln -f "$$w" $(CUDA_WHEELHOUSE).new/ 2>/dev/null || cp "$$w" $(CUDA_WHEELHOUSE).new/;; esac; done
 	@cp requirements.lock $(CUDA_WHEELHOUSE).new/requirements.lock
 	@rm -rf $(CUDA_WHEELHOUSE) && mv $(CUDA_WHEELHOUSE).new $(CUDA_WHEELHOUSE)
