@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -91,13 +92,50 @@ def test_database_down_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("R2A_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
     settings.cache_clear()
     try:
+        t0 = time.monotonic()
         with pytest.raises(DatabaseError, match=r"127\.0\.0\.1:1"):
             with connection():
                 pass
+        # refused at once, not after a new pool's 5 s wait for its first connection
+        assert time.monotonic() - t0 < 1.5
     finally:
         monkeypatch.delenv("R2A_DATABASE_URL")
         settings.cache_clear()
         close_pool()
+
+
+def test_a_checkout_that_finds_the_server_gone_fails_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 44, item 6: a pooled connection found dead on checkout while the server does
+    not answer fails that request at once, with the breaker open (psycopg_pool retried the
+    check and waited out its 5 s timeout for a new connection; a request in flight when the
+    database went stalled 5.1 s). The server's absence is `ping` saying so."""
+    import psycopg
+
+    from r2adapter.store import db
+
+    db.close_pool()
+    with connection() as c:  # a pool holding one live connection
+        pid = c.info.backend_pid
+    with psycopg.connect(db.database_url(), autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    monkeypatch.setattr(db, "ping", lambda timeout_s=2: False)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(DatabaseError, match="unreachable"):
+            with connection():
+                pass
+        assert time.monotonic() - t0 < 1.0
+        assert db.known_down()
+    finally:
+        monkeypatch.undo()
+        deadline = time.monotonic() + 15
+        while db.known_down() and time.monotonic() < deadline:  # the breaker's own ping
+            time.sleep(0.1)
+    assert not db.known_down()
+    with connection() as c:
+        assert c.execute("SELECT 1").fetchone() == (1,)
 
 
 def test_start_failure_names_the_fatal_line(tmp_path: Path) -> None:

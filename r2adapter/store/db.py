@@ -62,6 +62,13 @@ def pool(min_size: int = 1, max_size: int = 8) -> ConnectionPool:
         if _pool is None or _pool_url != url:
             if _pool is not None:
                 _pool.close()
+            if not ping(timeout_s=1):  # a server that is gone or stopping refuses at once:
+                # fail now, not after the new pool's 5 s wait for its first connection (a
+                # request that reopened the pool the breaker had just closed waited 5 s)
+                raise DatabaseError(
+                    f"database unreachable at {_redacted(url)}: run `r2a db up` or set "
+                    "R2A_DATABASE_URL"
+                )
             # check on checkout: after a database restart, stale connections are replaced
             # instead of failing the next request
             _pool = ConnectionPool(
@@ -87,15 +94,24 @@ def pool(min_size: int = 1, max_size: int = 8) -> ConnectionPool:
         return _pool
 
 
+class _ServerGone(BaseException):
+    """Raised by the checkout check when the server is gone: psycopg_pool retries a check
+    that raises an Exception (discard, wait for another connection: a waiter that entered
+    that loop after the breaker closed the pool waited out the pool's 5 s), but lets a
+    BaseException through at once. `connection()` turns it into a DatabaseError."""
+
+
 def _checked(conn: psycopg.Connection) -> None:
     """The pool's check on checkout; a dead connection on a server that is gone opens the
-    breaker now, so the requests queued behind it fail at once instead of each waiting out
-    the pool's timeout while it reconnects (issue 44, item 6)."""
+    breaker now and fails this checkout at once, so neither it nor the requests queued
+    behind it wait out the pool's timeout while it reconnects (issue 44, item 6)."""
     try:
         ConnectionPool.check_connection(conn)
     except psycopg.OperationalError as e:
-        if not ping(timeout_s=1):
-            _breaker.trip(str(e).strip().splitlines()[0] if str(e).strip() else "lost")
+        if _breaker.is_open() or not ping(timeout_s=1):
+            reason = str(e).strip().splitlines()[0] if str(e).strip() else "lost"
+            _breaker.trip(reason)
+            raise _ServerGone(reason) from None
         raise
 
 
@@ -135,8 +151,8 @@ class _Breaker:
 
     def trip(self, reason: str) -> None:
         with self._lock:
-            if self.open_since is not None:
-                return
+            if self.open_since is not None and self.url == database_url():
+                return  # open already (open for another URL: the settings changed, trip anew)
             self.open_since = time.monotonic()
             self.reason = reason
             self.url = database_url()
@@ -194,6 +210,11 @@ def connection() -> Iterator[psycopg.Connection]:
             _breaker.trip("no connection within the pool's timeout")
         raise DatabaseError(
             f"database unreachable at {_redacted(database_url())} ({type(e).__name__}): "
+            "run `r2a db up` or set R2A_DATABASE_URL"
+        ) from None
+    except _ServerGone as e:  # the checkout found the server gone (the breaker is open)
+        raise DatabaseError(
+            f"database unreachable at {_redacted(database_url())} ({e}): "
             "run `r2a db up` or set R2A_DATABASE_URL"
         ) from None
     except DatabaseError:  # pool() could not open: the server is not there
