@@ -109,7 +109,7 @@ def test_lists_take_the_free_lane_in_chunks_and_singles_wait_for_a_chunk_at_most
     """With two lanes, lists are scored on both while no single query waits (issue 44, item
     10: on one lane, lists waited behind each other), whole batches on one and chunks of
     `bulk_chunk` on the other; a single query that arrives meanwhile is scored after at most
-    a chunk, not a whole list (each query costs 25 ms: a batch of 4 takes 0.1 s)."""
+    a chunk, not a whole list (each listed query costs 25 ms: a batch of 4 takes 0.1 s)."""
     lanes: dict[str, int] = {"bulk": 0, "peak_bulk": 0}
     lock = threading.Lock()
     sizes: list[int] = []
@@ -122,7 +122,7 @@ def test_lists_take_the_free_lane_in_chunks_and_singles_wait_for_a_chunk_at_most
             lanes["peak_bulk"] = max(lanes["peak_bulk"], lanes["bulk"])
             if is_list:
                 sizes.append(len(qs))
-        time.sleep(0.025 * len(qs))
+        time.sleep(0.025 * len(qs) if is_list else 0.001)
         with lock:
             lanes["bulk"] -= is_list
         return qs
@@ -146,6 +146,7 @@ def test_lists_take_the_free_lane_in_chunks_and_singles_wait_for_a_chunk_at_most
     sizes.clear()
     two_lanes = asyncio.run(main(2))
     assert lanes["peak_bulk"] == 2  # both lanes scored lists
-    assert sorted(set(sizes)) == [1, 4]  # whole batches on one lane, chunks on the other
+    # whole batches on one lane (a list's rest after a chunk is smaller), chunks on the other
+    assert max(sizes) == 4 and 1 in sizes, sizes
     assert max(waited) < 0.08, waited  # at most a chunk (25 ms) and its own, never a list
     assert two_lanes < 0.8 * one_lane, (one_lane, two_lanes)  # 16 queries: 0.4 s on one lane
