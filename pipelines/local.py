@@ -48,7 +48,15 @@ from r2adapter.errors import R2AError
 
 LOG_TAIL = 60  # lines of a failed task's log kept in the error
 PASS_PREFIXES = ("R2A_", "MLFLOW_")
-HOST_ONLY = {"R2A_PGDATA", "R2A_PG_PORT", "R2A_MLFLOW_DIR", "R2A_MLFLOW_PORT", "R2A_MLFLOW_HOST"}
+# the host's own servers' settings (`r2a db up`, `r2a mlflow up`): no task starts a server
+HOST_ONLY = {
+    "R2A_PGDATA",
+    "R2A_PG_PORT",
+    "R2A_MLFLOW_DIR",
+    "R2A_MLFLOW_PORT",
+    "R2A_MLFLOW_HOST",
+    "R2A_MLFLOW_ARTIFACTS",
+}
 
 
 class LocalRunFailed(R2AError):

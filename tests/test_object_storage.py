@@ -9,71 +9,22 @@ not the object store: the server proxies the upload)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from r2adapter.processes import free_port, stop, wait_ready
 from tests.conftest import ROOT
+from tests.s3server import BIN, S3Server, clean_env, start_s3
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
-BIN = Path(sys.executable).parent
-KEYS = {
-    "AWS_ACCESS_KEY_ID": "r2a-test",
-    "AWS_SECRET_ACCESS_KEY": "r2a-test-secret",
-    "AWS_DEFAULT_REGION": "us-east-1",
-}
-
-
-@dataclass
-class S3Server:
-    url: str
-    proc: subprocess.Popen[bytes]
-
-    def client(self) -> Any:
-        import boto3
-
-        return boto3.client("s3", endpoint_url=self.url, **_boto_keys())
-
-    def keys(self, bucket: str, prefix: str = "") -> list[str]:
-        pages = (
-            self.client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
-        )
-        return [o["Key"] for page in pages for o in page.get("Contents", [])]
-
-
-def _boto_keys() -> dict[str, str]:
-    return {
-        "aws_access_key_id": KEYS["AWS_ACCESS_KEY_ID"],
-        "aws_secret_access_key": KEYS["AWS_SECRET_ACCESS_KEY"],
-        "region_name": KEYS["AWS_DEFAULT_REGION"],
-    }
-
 
 def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MLFLOW_"))}
-    return {**env, **KEYS, "GIT_PYTHON_REFRESH": "quiet", **extra}
-
-
-def start_s3(log: Path) -> S3Server:
-    port = free_port()
-    proc = subprocess.Popen(
-        [str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-        env=_env(),
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    wait_ready(url, proc, timeout=60, path="/moto-api/", what="moto_server")
-    return S3Server(url, proc)
+    return clean_env(GIT_PYTHON_REFRESH="quiet", **extra)
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +33,7 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
     for bucket in ("r2a-dvc", "r2a-mlflow"):
         server.client().create_bucket(Bucket=bucket)
     yield server
-    stop(server.proc)
+    server.stop()
 
 
 def _run(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -3,13 +3,18 @@
 `up` starts `mlflow server` in the background on 127.0.0.1:R2A_MLFLOW_PORT (5055) with its
 backend store in the Postgres of `r2a db up` (its own database, `mlflow`, created when
 missing; with R2A_DATABASE_URL set, a database `mlflow` on that server) and its artifacts
-in a local folder served through the server (`--artifacts-destination`), so a client needs
-only HTTP: a pipeline step in a container, the serving container. Everything it keeps
-lives in R2A_MLFLOW_DIR (default `mlruns/server/`, git-ignored): `server.pid`, `server.log`,
-`artifacts/` and `webhook.key`, the Fernet key MLflow encrypts webhook secrets with (one
-key for every worker and every restart; without it each worker would make its own and
-could not read the others' secrets). The connection URL, password included, reaches the
-server through its environment (MLFLOW_BACKEND_STORE_URI), never its command line.
+served through the server (`--artifacts-destination`), so a client needs only HTTP: a
+pipeline step in a container, the serving container. Where the artifacts go is
+R2A_MLFLOW_ARTIFACTS: a folder (default `artifacts/` in the state folder) or
+`s3://bucket[/prefix]` (S3 or an S3-compatible store: MLFLOW_S3_ENDPOINT_URL and the
+AWS_* keys come from the environment, reach the server process through its environment
+and are never printed; `up` checks that the bucket answers before it starts the server).
+Everything else it keeps lives in R2A_MLFLOW_DIR (default `mlruns/server/`, git-ignored):
+`server.pid`, `server.log` and `webhook.key`, the Fernet key MLflow encrypts webhook
+secrets with (one key for every worker and every restart; without it each worker would
+make its own and could not read the others' secrets). The connection URL, password
+included, reaches the server through its environment (MLFLOW_BACKEND_STORE_URI), never its
+command line.
 
 Clients select it with `MLFLOW_TRACKING_URI=http://127.0.0.1:5055` (`url()`); the local
 sqlite store stays the default.
@@ -67,6 +72,62 @@ def db_name() -> str:
 
 def state_dir() -> Path:
     return Path(os.environ.get("R2A_MLFLOW_DIR", settings().root / "mlruns" / "server"))
+
+
+# a bucket name as S3 allows it (3-63 of a-z 0-9 . -, a letter or digit at either end): no
+# `user:key@` can hide in the value, so the destination is safe to show
+_S3_DESTINATION = re.compile(r"s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(/\S*)?")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def artifacts_destination() -> str:
+    """R2A_MLFLOW_ARTIFACTS: the server's `--artifacts-destination`, a folder (absolute;
+    default `artifacts/` in the state folder) or `s3://bucket[/prefix]`; anything else is a
+    one-line error."""
+    value = os.environ.get("R2A_MLFLOW_ARTIFACTS", "").strip()
+    if not value:
+        return str((state_dir() / "artifacts").resolve())
+    if _S3_DESTINATION.fullmatch(value):
+        return value.rstrip("/")
+    folder = Path(value).expanduser()
+    if _SCHEME.match(value) or (folder.exists() and not folder.is_dir()):
+        shown = re.sub(r"//[^/@\s]*@", "//***@", value)  # a key written into the URL stays out
+        raise R2AError(
+            f"R2A_MLFLOW_ARTIFACTS={shown!r}: the MLflow server's artifacts go to a folder "
+            "or to s3://bucket[/prefix] (a bucket name is 3-63 of a-z 0-9 . -)"
+        )
+    return str(folder.resolve())
+
+
+def _check_s3(destination: str) -> None:
+    """The bucket answers with the environment's endpoint and keys: otherwise the server
+    would start healthy and fail every upload with a bare 500."""
+    try:
+        import boto3
+        from botocore.config import Config
+        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+    except ImportError:
+        raise R2AError(
+            f"R2A_MLFLOW_ARTIFACTS={destination} needs boto3: run `make install`"
+        ) from None
+
+    bucket = urlsplit(destination).netloc
+    endpoint = os.environ.get("MLFLOW_S3_ENDPOINT_URL") or None
+    where = endpoint or "AWS S3"
+    config = Config(connect_timeout=5, read_timeout=10, retries={"max_attempts": 1})
+    try:
+        boto3.client("s3", endpoint_url=endpoint, config=config).head_bucket(Bucket=bucket)
+    except NoCredentialsError:
+        raise R2AError(
+            f"R2A_MLFLOW_ARTIFACTS={destination}: no S3 credentials: set AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY (and MLFLOW_S3_ENDPOINT_URL for a store other than AWS S3)"
+        ) from None
+    except (BotoCoreError, ClientError) as e:
+        why = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        raise R2AError(
+            f"R2A_MLFLOW_ARTIFACTS={destination}: bucket {bucket} at {where} cannot be used: "
+            f"{why} (MLFLOW_S3_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)"
+        ) from None
 
 
 def url() -> str:
@@ -220,6 +281,23 @@ def _last_error(log: Path) -> str:
     return (errors or lines or ["no output"])[-1].strip()[:300]
 
 
+def server_command(destination: str) -> list[str]:
+    """`mlflow server`'s argv: no secret in it (the store URL and the S3 keys travel in the
+    environment, `server_env()`)."""
+    return [
+        _mlflow_bin(),
+        "server",
+        "--host",
+        host(),
+        "--port",
+        str(port()),
+        "--artifacts-destination",
+        destination,
+        "--workers",
+        os.environ.get("R2A_MLFLOW_WORKERS", "1"),
+    ]
+
+
 def up(timeout_s: float | None = None) -> tuple[Status, float]:
     """Start the server unless it runs; (status, seconds until /health answered)."""
     st = status()
@@ -230,28 +308,22 @@ def up(timeout_s: float | None = None) -> tuple[Status, float]:
                 f"answer: see {log_file()}"
             )
         return status(), 0.0
+    destination = artifacts_destination()
     if not _port_free(host(), port()):
         raise R2AError(f"port {host()}:{port()} is taken by another process; set R2A_MLFLOW_PORT")
+    if destination.startswith("s3://"):
+        _check_s3(destination)
+    else:
+        Path(destination).mkdir(parents=True, exist_ok=True)
     if settings().embedded:
         from r2adapter.store import embedded
 
         embedded.up()  # idempotent: the backend store lives in it
     _ensure_database()
     d = state_dir()
-    (d / "artifacts").mkdir(parents=True, exist_ok=True)
+    d.mkdir(parents=True, exist_ok=True)
     env = server_env()
-    cmd = [
-        _mlflow_bin(),
-        "server",
-        "--host",
-        host(),
-        "--port",
-        str(port()),
-        "--artifacts-destination",
-        str((d / "artifacts").resolve()),
-        "--workers",
-        os.environ.get("R2A_MLFLOW_WORKERS", "1"),
-    ]
+    cmd = server_command(destination)
     t0 = time.perf_counter()
     with open(log_file(), "ab") as log:
         proc = subprocess.Popen(  # its own session: `down` stops it and its workers together

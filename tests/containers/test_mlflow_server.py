@@ -1,7 +1,8 @@
 """MLflow as a server (issue 23, item 3): `r2a mlflow up` on the embedded Postgres (its own
 database), the project's train → register → alias → promote through it over HTTP, the
 champion loaded as `models:/r2a-router-embed@champion` over HTTP, the artifacts in the
-server's local destination, and a restart that keeps everything."""
+server's S3 destination (moto's, tests/containers/mlflow_env.py) and none in its local
+folder, and a restart that keeps everything."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import run_cli
-from tests.containers.mlflow_env import MlflowServer, mlflow_server, served_champion
+from tests.containers.mlflow_env import MlflowServer, mlflow_server, served_champion, stored_in_s3
 
 pytestmark = [pytest.mark.containers, pytest.mark.timeout(2400)]
 
@@ -72,9 +73,8 @@ def test_train_register_promote_load_over_http(
     assert str(c.get_model_version_by_alias("r2a-router-embed", "candidate").version) == v.version
     exp = c.get_experiment_by_name("r2a-router")
     assert exp.artifact_location.startswith("mlflow-artifacts:"), exp.artifact_location
-    # the artifacts went through the server to its local destination
-    stored = list((mlflow_server.state / "artifacts").rglob("MLmodel"))
-    assert stored, "no model under the server's --artifacts-destination"
+    # the artifacts went through the server to its S3 destination, and nowhere else
+    stored_in_s3(mlflow_server, "r2a-router-embed", v.version)
 
     # mlflow.set_tracking_uri also writes MLFLOW_TRACKING_URI into os.environ: keep the
     # session's value to put back, or every later in-process client reads this server

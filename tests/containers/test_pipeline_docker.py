@@ -1,8 +1,9 @@
 """The retraining pipeline in containers (issue 23, item 2): `retrain.local_pipeline` under
 kfp.local.DockerRunner (pipelines/local.py), every component in the project image with the
 host's network, on the MuSiQue subset (60 questions, precomputed OpenIE), from the data to
-models registered and promoted (`champion`) in an MLflow server of this module's own; its
-figures equal the SubprocessRunner run's on the same data. Then the faults: a component
+models registered and promoted (`champion`) in an MLflow server of this module's own, which
+keeps their files in S3 (moto's, tests/containers/mlflow_env.py); its figures equal the
+SubprocessRunner run's on the same data. Then the faults: a component
 failing in its container fails the run naming it, with its log; the MLflow server down: the
 first step that calls it fails clearly and no alias moves."""
 
@@ -21,7 +22,7 @@ import pytest
 from pipelines import local as kfp_local
 from r2adapter.loop import ROUTERS
 from tests.conftest import ROOT, make_mini_musique
-from tests.containers.mlflow_env import MlflowServer, own_mlflow_server
+from tests.containers.mlflow_env import BUCKET, MlflowServer, own_mlflow_server, stored_in_s3
 
 pytestmark = [pytest.mark.containers, pytest.mark.pipeline_docker, pytest.mark.timeout(7200)]
 
@@ -125,7 +126,10 @@ def runs(
     dock_env = {"R2A_HOME": str(dock_home), "MLFLOW_TRACKING_URI": mlflow_server.url, **FAST_FAIL}
     dock_root = tmp_path_factory.mktemp("kfp-docker")
     dock = kfp_local.run("docker", dock_root, args, env=dock_env, enable_caching=True)
-    print(f"DockerRunner run: {dock.seconds:.0f} s, {len(dock.containers)} containers")
+    print(
+        f"DockerRunner run: {dock.seconds:.0f} s, {len(dock.containers)} containers,"
+        f" artifacts in s3://{BUCKET}/{mlflow_server.prefix}"
+    )
     yield {
         "dataset": dataset,
         "args": args,
@@ -164,6 +168,8 @@ def test_docker_run_every_component_in_the_image(
         champion = c.get_model_version_by_alias(r.model, "champion")
         assert champion.version == version and champion.tags["dataset"] == name, r.model
         assert champion.tags["kfp_pipeline_run"], "register did not tag the pipeline run"
+        keys = stored_in_s3(mlflow_server, r.model, champion.version)
+        print(f"{r.model} v{champion.version}: {len(keys)} files in s3://{BUCKET}")
         assert (
             _outputs(dock.root, _per_router("promote")[ROUTERS.index(r)])["parameterValues"][
                 "Output"

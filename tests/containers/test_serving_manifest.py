@@ -9,7 +9,9 @@ What stands in for the cluster: the real Secret (created out of band, k8s/README
 the test run's Postgres URL (tests/conftest.py `pg_env`, on 127.0.0.1) and a fresh API key;
 the ConfigMap's in-cluster MLflow address is replaced by the test run's MLflow server
 (tests/containers/mlflow_env.py), through which a router champion was trained and
-promoted on the MuSiQue subset. The container shares the host's network (no bridge here).
+promoted on the MuSiQue subset; the server keeps its artifacts in S3 (moto's), so the
+version the container answers with came from the bucket. The container shares the host's
+network (no bridge here).
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ from typing import Any
 import httpx
 import pytest
 
+from r2adapter.route.kinds import TRAINED_ROUTERS
 from tests.conftest import train_champion
 from tests.containers.conftest import Containers, docker, one, pod_container
-from tests.containers.mlflow_env import MlflowServer, mlflow_server
+from tests.containers.mlflow_env import MlflowServer, mlflow_server, stored_in_s3
 from tests.containers.podrun import PodRun, docker_run_args, wait_probe
 
 pytestmark = pytest.mark.containers
@@ -110,6 +113,11 @@ def test_serving_deployment_as_written(
     r = httpx.post(f"{url}/route", json={"query": QUESTION}, headers=auth, timeout=60)
     assert r.status_code == 200, r.text
     assert r.json()["decision"] in {"dense", "graph"} and r.json()["router_version"]
+    # the two-way champion answered (R2A_ROUTER's model; "router" names the k-way one, which
+    # this registry has none of): the version it loaded is in the bucket
+    assert r.json().get("router") is None, r.json()
+    model = TRAINED_ROUTERS[run.env.get("R2A_ROUTER", "r2a")].model
+    stored_in_s3(mlflow_server, model, r.json()["router_version"])
     r = httpx.post(
         f"{url}/retrieve", json={"query": QUESTION, "mode": "dense", "top_k": 3}, headers=auth,
         timeout=60,

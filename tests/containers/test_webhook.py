@@ -4,7 +4,9 @@
 its champion poll set to 10 minutes so that only the push can explain a swap within
 seconds; it answers with the new version within 2 s of the alias moving; bad, stale and
 missing signatures are 401, reload nothing and are counted in /metrics; the API key guards
-people's paths, not this one."""
+people's paths, not this one. The server keeps its artifacts in S3 (moto's,
+tests/containers/mlflow_env.py) and the container has no S3 keys: the champion it serves
+came from the bucket through the server."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import httpx
 import pytest
 
 from tests.conftest import _free_port, serving
-from tests.containers.mlflow_env import MlflowServer, mlflow_server, served_champion
+from tests.containers.mlflow_env import MlflowServer, mlflow_server, served_champion, stored_in_s3
 
 pytestmark = [pytest.mark.containers, pytest.mark.timeout(2400)]
 
@@ -135,6 +137,7 @@ def test_promotion_reaches_the_service_within_2s(
     served = _info(url)["router_version"]
     champion = c.get_model_version_by_alias(MODEL, "champion")
     assert served == champion.version
+    stored_in_s3(mlflow_server, MODEL, served)  # what the container loaded is in the bucket
     latencies = []
     # four promotions, a new version of the champion's model each time; the first pays the
     # cold path once (MLflow's first delivery, the worker's first reload of a new version:
@@ -157,6 +160,7 @@ def test_promotion_reaches_the_service_within_2s(
             time.sleep(0.05)
         latencies.append(time.perf_counter() - t0)
     mlflow_server.timings["webhook_push_s"] = max(latencies[1:])
+    stored_in_s3(mlflow_server, MODEL, new.version)  # and what it reloaded last
     print(f"alias moved -> service answers with it: {[round(x, 2) for x in latencies]} s")
     assert latencies[0] < 30, latencies  # the poll is 600 s: only the push explains it
     assert max(latencies[1:]) <= PUSH_BUDGET_S, latencies
