@@ -116,7 +116,9 @@ def _check_s3(destination: str) -> None:
     where = endpoint or "AWS S3"
     config = Config(connect_timeout=5, read_timeout=10, retries={"max_attempts": 1})
     try:
-        boto3.client("s3", endpoint_url=endpoint, config=config).head_bucket(Bucket=bucket)
+        # a session of its own: boto3's default one keeps the credentials it first found
+        s3 = boto3.session.Session().client("s3", endpoint_url=endpoint, config=config)
+        s3.head_bucket(Bucket=bucket)
     except NoCredentialsError:
         raise R2AError(
             f"R2A_MLFLOW_ARTIFACTS={destination}: no S3 credentials: set AWS_ACCESS_KEY_ID and "
