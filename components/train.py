@@ -32,13 +32,17 @@ def train(
 
     from r2adapter import steps
     from r2adapter.data.adapters import dataset_name
+    from r2adapter.errors import R2AError
     from r2adapter.label.step import label_paths
     from r2adapter.registry.models import model_name
     from r2adapter.train.accelerator import require_gpu
 
     # the GPU task (R2A_ACCELERATOR=gpu): a CPU image or a node without a GPU stops here in
-    # one line rather than training on the CPU while holding the GPU
-    gpu = require_gpu()
+    # one line (SystemExit: no traceback) rather than training on the CPU holding the GPU
+    try:
+        gpu = require_gpu()
+    except R2AError as e:
+        raise SystemExit(f"error: {e}") from None
     if gpu:
         print(f"training on {gpu}")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -61,6 +62,25 @@ def test_gpu_task_without_a_usable_gpu_stops_in_one_line(
     assert accelerator.main([]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: R2A_ACCELERATOR=gpu") and err.count("\n") == 1
+
+
+def test_the_train_component_refuses_without_a_gpu_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The component's own function (what the GPU task runs) exits with the one line, no
+    traceback, before it reads anything, on a machine without a usable GPU."""
+    import torch
+
+    from components.train import train
+
+    if torch.version.cuda is not None and torch.cuda.is_available():
+        pytest.skip("a usable GPU is here")
+    monkeypatch.setenv(accelerator.ENV, "gpu")
+    missing = SimpleNamespace(path=str(tmp_path / "no-labels.jsonl"))
+    with pytest.raises(SystemExit) as e:
+        train.python_func("sample", "minilm", 0, 0, 0.0, missing, missing, missing)
+    msg = str(e.value.code)
+    assert msg.startswith("error: R2A_ACCELERATOR=gpu") and "\n" not in msg
 
 
 # ---- the exit handler's record ---------------------------------------------------------------
