@@ -23,6 +23,11 @@ class LLMError(R2AError):
     """An LLM call failed: timeout, HTTP error, malformed reply, or bad configuration."""
 
 
+class LLMUnreachable(LLMError):
+    """No connection to the LLM's server after the client's tries (refused, reset, no
+    route): a caller may stop asking it for a while (the rewriter does)."""
+
+
 class LLM(ABC):
     """Chat completion: messages in (`{"role": ..., "content": ...}`), reply text out."""
 

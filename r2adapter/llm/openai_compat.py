@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from r2adapter.llm.base import LLM, LLMError, LLMSettings, Message
+from r2adapter.llm.base import LLM, LLMError, LLMSettings, LLMUnreachable, Message
 
 _RETRY_STATUS = {429, 500, 502, 503, 504}
 _RETRY_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError)
@@ -70,7 +70,7 @@ class OpenAICompatibleLLM(LLM):
                 resp = self._client.post(self.url, json=payload, timeout=timeout)
             except _RETRY_ERRORS as e:
                 if last:
-                    raise LLMError(
+                    raise LLMUnreachable(
                         f"{where} unreachable after {attempt} attempts: {_one_line(e)}"
                     ) from None
             except httpx.TimeoutException:
@@ -153,7 +153,7 @@ def served_model(base_url: str, timeout: float = 10.0, api_key: str | None = Non
     except httpx.TimeoutException:
         raise LLMError(f"LLM at {url} timed out after {timeout:g}s") from None
     except httpx.HTTPError as e:
-        raise LLMError(f"LLM at {url} unreachable: {_one_line(e)}") from None
+        raise LLMUnreachable(f"LLM at {url} unreachable: {_one_line(e)}") from None
     if not resp.is_success:
         raise LLMError(f"LLM at {url}: HTTP {resp.status_code}: {_reason(resp)}")
     try:

@@ -34,7 +34,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from r2adapter.llm.base import LLM, LLMError
+from r2adapter.llm.base import LLM, LLMError, LLMUnreachable
 from r2adapter.llm.prompts import load_prompts
 from r2adapter.rewrite.parse import (
     MAX_TRIPLETS,
@@ -213,7 +213,7 @@ class Rewriter:
         except LLMError as e:
             reason = "timeout" if time.monotonic() >= deadline or _is_timeout(e) else "error"
             log.debug("rewrite of %r failed: %s", key, e)
-            if "unreachable" in str(e):
+            if isinstance(e, LLMUnreachable):
                 self._llm_gone(e)
             return self._done(query, t0, reason)
         except Exception as e:  # a client bug must not take the query down with it
