@@ -155,6 +155,15 @@ def _index(args: argparse.Namespace) -> int:
         share=False if args.own_index else None,
     )
     _emit(args, r.to_report())
+    if args.stamp:
+        _write_json(args.stamp, steps.index_stamp(args.dataset))
+    if args.view:
+        from pathlib import Path
+
+        from r2adapter.retrieve.passage_view import write_view
+
+        saved = write_view(args.dataset, Path(args.view))
+        print(f"{args.dataset}: passage view written to {saved}")
     c = r.counts
     what = "new index version" if r.created else "index up to date, nothing rebuilt:"
     print(
@@ -630,8 +639,13 @@ def _retrain(args: argparse.Namespace) -> int:
 def _state(args: argparse.Namespace) -> int:
     """What this machine's database and registry hold for the pipeline; exit 1 when the
     pipeline's machine-local results are missing (DVC tracks files, not the database or
-    the MLflow store, so a fresh machine must force `dvc repro`)."""
-    from r2adapter.registry.models import alias_version
+    the MLflow store, so a fresh machine must force the stages that write them: `make run`).
+    Checked: the served dataset's index and every family's champion. The development
+    corpora's indexes are not: their labels and passage views are files, which DVC restores
+    from its remote (r2adapter/retrieve/passage_view.py)."""
+    from r2adapter.config import adr_params
+    from r2adapter.families import FAMILIES
+    from r2adapter.registry.models import version_by_alias
     from r2adapter.store.graph_store import latest_version
     from r2adapter.store.migrate import migrate
 
@@ -642,8 +656,10 @@ def _state(args: argparse.Namespace) -> int:
     print(f"index {dataset}: {f'version {v.id} ({v.openie})' if v else 'missing'}")
     if v is None:
         missing.append(f"index of {dataset}")
-    for kind in TRAINED_ROUTERS:
-        champ = alias_version(kind, "champion")
+    for kind, fam in FAMILIES.items():
+        if kind == "adr" and not adr_params().enabled:
+            continue  # the loop trains no ADR head
+        champ = version_by_alias(fam.model, "champion")
         print(f"champion {kind}: {f'v{champ.version}' if champ else 'missing'}")
         if champ is None:
             missing.append(f"{kind} champion")
@@ -736,6 +752,16 @@ def build_parser() -> argparse.ArgumentParser:
     idx.add_argument("--dataset", required=True)
     idx.add_argument("--openie", default="spacy", choices=list(OPENIE_BACKENDS))
     idx.add_argument("--report", help="also write counts and timings as JSON")
+    idx.add_argument(
+        "--stamp",
+        help="also write the index's identity as JSON (its build signature, encoder and "
+        "OpenIE: what stages downstream depend on; the same on every machine)",
+    )
+    idx.add_argument(
+        "--view",
+        help="also save the passage view (embeddings and titles) the routers' features read, "
+        "e.g. labels/<dataset>.passages.npz (r2adapter/retrieve/passage_view.py)",
+    )
     idx.add_argument(
         "--adr",
         action="store_true",

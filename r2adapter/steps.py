@@ -58,6 +58,17 @@ def index(
     return build_index(dataset, openie, extensions=extensions, share=share)
 
 
+def index_stamp(dataset: str) -> dict[str, str]:
+    """The identity of the index `dataset` is served from, the same on every machine that
+    builds it from the same inputs (no version number, no timings): the build signature
+    (encoder, OpenIE, graph parameters, passages), what the corpora stage depends on so that
+    its outputs can come from the DVC remote (issue 42)."""
+    from r2adapter.store.graph_store import require_version
+
+    v = require_version(dataset)
+    return {"dataset": dataset, "signature": v.signature, "encoder": v.encoder, "openie": v.openie}
+
+
 def index_extensions(adr: bool | None = None) -> list[IndexExtension]:
     """What the index build writes with a version beside the graph: ADR's dual hypergraph
     (r2adapter/adr/build.py) when `adr` (None: params.yaml adr.enabled)."""

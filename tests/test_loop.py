@@ -93,9 +93,15 @@ def test_dvc_indexes_and_labels_the_corpora_the_families_train_on(
     assert "r2a index --dataset ${item}" in st["do"]["cmd"]
     assert "r2a label --dataset ${item}" in st["do"]["cmd"]
     outs = st["do"]["outs"]
-    assert {f"labels/${{item}}{ext}" for ext in (".jsonl", ".strategies.jsonl", ".adr.jsonl")} == {
-        o for o in outs if isinstance(o, str)
-    }  # cached: the label files
+    assert {
+        f"labels/${{item}}{ext}"
+        for ext in (".jsonl", ".strategies.jsonl", ".adr.jsonl", ".passages.npz")
+    } == {o for o in outs if isinstance(o, str)}  # cached: the label files and passage view
+    assert "--view labels/${item}.passages.npz" in st["do"]["cmd"]
+    # the dataset's index stamp (no timings), not its report: a fresh clone's forced index
+    # writes the same stamp, so dvc.lock still matches and the outputs come from the remote
+    assert "reports/index/${pipeline.dataset}.stamp.json" in st["do"]["deps"]
+    assert "reports/index/${pipeline.dataset}.json" not in st["do"]["deps"]
     # and the full reports, uncached (its metric is the headline: reports/metrics/corpora/)
     assert {"reports/index/${item}.json", "reports/labels/${item}.json"} == {
         path for o in outs if isinstance(o, dict) for path in o
@@ -105,6 +111,10 @@ def test_dvc_indexes_and_labels_the_corpora_the_families_train_on(
         assert set(extra) <= set(corpora), family
         deps = set(stages[f"train_{family}"]["deps"])
         assert {f"labels/{c}{ext}" for c in extra} <= deps, family
+    # the k-way features read each corpus's passage view: train_kway and evaluate depend on it
+    for stage in ("train_kway", "evaluate"):
+        views = {f"labels/{c}.passages.npz" for c in data["kway"]["train_corpora"]}
+        assert views <= set(stages[stage]["deps"]), stage
 
 
 def test_an_extra_corpus_without_labels_is_left_out_with_a_warning(

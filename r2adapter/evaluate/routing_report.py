@@ -301,9 +301,11 @@ def two_way_choice(
 
 
 def graphs() -> Any:
-    from r2adapter.retrieve.graph_index import GRAPHS
+    """Where the routers read a corpus's passages: its saved view beside its labels, else its
+    index (r2adapter/retrieve/passage_view.py)."""
+    from r2adapter.retrieve.passage_view import PASSAGE_VIEWS
 
-    return GRAPHS
+    return PASSAGE_VIEWS
 
 
 def _time_two_way(

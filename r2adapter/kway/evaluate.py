@@ -66,9 +66,9 @@ def _embed(labels: Sequence[StrategyLabel]) -> np.ndarray:
 
 def _features(dataset: str, names: Sequence[str], labels: Sequence[StrategyLabel], qv: np.ndarray):
     from r2adapter.kway.features import KwayFeatures
-    from r2adapter.retrieve.graph_index import GRAPHS
+    from r2adapter.retrieve.passage_view import PASSAGE_VIEWS
 
-    return KwayFeatures(dataset, GRAPHS, names)([lab.question for lab in labels], qv)
+    return KwayFeatures(dataset, PASSAGE_VIEWS, names)([lab.question for lab in labels], qv)
 
 
 def _time_kway(router: KwayRouter, labels: Sequence[StrategyLabel], qv: np.ndarray) -> np.ndarray:

@@ -84,13 +84,13 @@ def corpus_split_data(dataset: str, p: KwayParams) -> SplitData:
     from r2adapter.kway.features import KwayFeatures
     from r2adapter.kway.labels import outcome_matrix, read_strategy_labels
     from r2adapter.kway.strategies import strategy_table
-    from r2adapter.retrieve.graph_index import GRAPHS
+    from r2adapter.retrieve.passage_view import PASSAGE_VIEWS
 
     labels = read_strategy_labels(dataset, p)
     m = outcome_matrix(labels, strategy_table(p.strategies))
     questions = [lab.question for lab in labels]
     qv = get_encoder().encode(questions)
-    x = KwayFeatures(dataset, GRAPHS, p.features)(questions, qv)
+    x = KwayFeatures(dataset, PASSAGE_VIEWS, p.features)(questions, qv)  # the labels' view
     return SplitData(
         x, m, np.array([lab.split for lab in labels]), [lab.question for lab in labels], qv,
         [dataset],

@@ -218,8 +218,17 @@ def read_labels(path: Path) -> list[LabelRecord]:
     return out
 
 
+def label_file(dataset: str) -> Path:
+    """Where `dataset`'s two-way labels are written (a DVC output for the pipeline's)."""
+    from r2adapter.config import settings
+
+    return settings().root / "labels" / f"{dataset}.jsonl"
+
+
 def db_labels(dataset: str, rule: str, split: str | None = None) -> list[LabelRecord]:
-    """Labels stored for a dataset and rule (all splits when `split` is None or "all")."""
+    """Labels stored for a dataset and rule (all splits when `split` is None or "all"): the
+    database's rows, else (none stored: the label stage's outputs came from the DVC remote,
+    not from a run on this machine) its label file's records of that rule."""
     with connection() as conn:
         rows = conn.execute(
             "SELECT l.query_id, l.question, l.qtype, l.split, l.rule, l.rank_dense, l.rank_graph,"
@@ -230,6 +239,14 @@ def db_labels(dataset: str, rule: str, split: str | None = None) -> list[LabelRe
             (dataset, rule, None if split in (None, "all") else split, split),
         ).fetchall()
     if not rows:
+        path = label_file(dataset)
+        kept = [
+            r
+            for r in (read_labels(path) if path.is_file() else [])
+            if r.rule == rule and (split in (None, "all") or r.split == split)
+        ]
+        if kept:
+            return sorted(kept, key=lambda r: r.query_id)
         raise R2AError(
             f"no {rule} labels for '{dataset}'"
             f"{'' if split in (None, 'all') else f' in the {split} split'}: "

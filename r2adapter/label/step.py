@@ -18,6 +18,7 @@ from r2adapter.label.annotate import (
     LabelRecord,
     Rankings,
     export_labels,
+    label_file,
     label_rankings,
     rank_shard,
     store_labels,
@@ -57,10 +58,10 @@ def label_paths(dataset: str) -> tuple[Path, Path]:
     a folder left an untracked report in the checkout (issue 44, item 15)."""
     from r2adapter.data.adapters import shipped_source
 
-    labels = settings().root / "labels"
+    path = label_file(dataset)
     if shipped_source(dataset) is None:
-        return labels / f"{dataset}.jsonl", labels / f"{dataset}.stats.json"
-    return labels / f"{dataset}.jsonl", settings().root / "reports" / "labels" / f"{dataset}.json"
+        return path, path.with_name(f"{dataset}.stats.json")
+    return path, settings().root / "reports" / "labels" / f"{dataset}.json"
 
 
 def oracle_recall(records: list[LabelRecord], k: int) -> float:
