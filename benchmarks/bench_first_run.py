@@ -38,6 +38,9 @@ from benchmarks.common import arg_parser, finish, new_result
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_PG_PORT = 54329
 STAGE = re.compile(r"Running stage '([^']+)'")
+# a stage whose outputs came from the DVC remote (dvc.lock or the run cache matched: the
+# development corpora's on a fresh clone, issue 42): timed as "<name> (restored)"
+RESTORED = re.compile(r"Stage '([^']+)' is cached - skipping run")
 # make echoes each recipe line: `<venv>/bin/r2a run`, `<venv>/bin/dvc repro --force`, ...
 RECIPE = re.compile(r"^\S*\.venv/bin/(r2a|dvc) (\w+)")
 SEGMENT = {
@@ -83,7 +86,7 @@ def timed_make(target: str, cwd: Path, env: dict[str, str], log: Path) -> tuple[
             lines.append((t, line.rstrip("\n")))
             f.write(f"[{t:7.1f}] {line}")
             f.flush()
-            if STAGE.search(line) or RECIPE.match(line):
+            if STAGE.search(line) or RESTORED.search(line) or RECIPE.match(line):
                 print(f"[{t:7.1f} s] {line.rstrip()}", flush=True)
         rc = proc.wait()
     lines.append((time.perf_counter() - t0, ""))  # the end, closing the last stage
@@ -95,8 +98,16 @@ def stages_of(lines: list[tuple[float, str]], first: str = "make run: before r2a
     out: dict[str, float] = {}
     name, start = first, 0.0
     for t, line in lines:
-        m, r = STAGE.search(line), RECIPE.match(line)
-        new = m.group(1) if m else SEGMENT.get((r.group(1), r.group(2))) if r else None
+        m, c, r = STAGE.search(line), RESTORED.search(line), RECIPE.match(line)
+        new = (
+            m.group(1)
+            if m
+            else f"{c.group(1)} (restored)"
+            if c
+            else SEGMENT.get((r.group(1), r.group(2)))
+            if r
+            else None
+        )
         if r and new is None:  # `dvc repro`: its stages follow; the time until then is DVC's
             new = f"{r.group(1)} {r.group(2)}"
         if new is None:

@@ -392,6 +392,9 @@ class RouterParams:
     warmup_ratio: float = 0.1  # linear schedule with 10% warmup
     epochs: int = 1
     eval_every_n_steps: int = 50  # N_eval
+    patience: int = 0  # stop once this many threshold searches in a row found no better
+    # Score(τ) than the best (0: every epoch, Algorithm 2 as published); the best state is
+    # kept either way, so a later step that would not have won changes nothing
     tau_min: float = 0.0
     tau_max: float = 0.5
     tau_step: float = 0.02
@@ -438,6 +441,10 @@ class RouterParams:
         _need(
             self.eval_every_n_steps >= 1 and self.batch_size >= 1 and self.lr > 0,
             "eval_every_n_steps, batch_size and lr must be positive",
+        )
+        _need(
+            self.patience >= 0,
+            f"patience must be 0 (off) or a number of threshold searches, not {self.patience}",
         )
         for name in ("alpha", "warmup_ratio", "epsilon", "structural_epsilon", "usage_margin"):
             v = getattr(self, name)

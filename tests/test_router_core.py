@@ -269,3 +269,45 @@ def test_calibrate_meets_the_budget_on_the_corpus_questions() -> None:
         router.calibrate([], 0.5)
     with pytest.raises(R2AError, match=r"in \[0, 1\]"):
         router.calibrate(qs, 1.5, vecs)
+
+
+def test_the_search_stops_training_after_patience_searches_without_a_better_score() -> None:
+    """patience N: training stops at the N-th search in a row that found no strictly better
+    Score(τ); the best step stays the best; patience 0 never stops (Algorithm 2)."""
+    from types import SimpleNamespace
+
+    from r2adapter.train.callbacks import PeriodicThresholdSearch, SearchPoint
+
+    def run(patience: int, scores: list[float]) -> tuple[int, int, list[int]]:
+        cb = PeriodicThresholdSearch(every_n_steps=10, patience=patience)
+        trainer = SimpleNamespace(global_step=0, should_stop=False)
+        seen = iter(scores)
+
+        def evaluate(tr: SimpleNamespace, module: object) -> None:
+            score = next(seen)
+            cb.history.points.append(SearchPoint(tr.global_step, None, (None, None)))  # type: ignore[arg-type]
+            if score > cb.history.best_score:
+                cb.history.best_score, cb.history.best_step = score, tr.global_step
+
+        cb._evaluate = evaluate  # type: ignore[method-assign]
+        stops = []
+        for step in range(10, 10 * len(scores) + 1, 10):
+            trainer.global_step = step
+            cb.on_train_batch_end(trainer, None, None, None, 0)  # type: ignore[arg-type]
+            if trainer.should_stop:
+                stops.append(step)
+                break
+        return cb.history.best_step, cb.history.stopped_at, stops
+
+    scores = [0.5, 0.6, 0.7, 0.7, 0.65, 0.69, 0.8, 0.6]
+    assert run(2, scores) == (30, 50, [50])  # a tie is no progress: Algorithm 2's strict >
+    assert run(3, scores) == (30, 60, [60])
+    assert run(4, scores) == (70, -1, [])  # the late best is found: never 4 stale in a row
+    assert run(0, scores) == (70, -1, [])
+
+
+def test_patience_is_checked() -> None:
+    from r2adapter.config import router_params
+
+    with pytest.raises(R2AError, match="patience"):
+        router_params("minilm", patience=-1).check()

@@ -25,6 +25,7 @@ class SearchHistory:
     best_step: int = -1
     best_tau: float = 0.0
     best_score: float = -1.0
+    stopped_at: int = -1  # the step training stopped at for want of progress (-1: it did not)
 
 
 class PeriodicThresholdSearch(L.Callback):
@@ -38,6 +39,7 @@ class PeriodicThresholdSearch(L.Callback):
         tau_max: float = 0.5,
         tau_step: float = 0.02,
         max_graph_usage: float = 1.0,
+        patience: int = 0,
     ) -> None:
         if every_n_steps < 1:
             raise ValueError("every_n_steps must be ≥ 1")
@@ -48,6 +50,7 @@ class PeriodicThresholdSearch(L.Callback):
             tau_step,
         )
         self.max_graph_usage = max_graph_usage
+        self.patience = patience  # searches without a better score before stopping (0: never)
         self.history = SearchHistory()
         self.best_state: dict[str, Any] | None = None
 
@@ -98,6 +101,13 @@ class PeriodicThresholdSearch(L.Callback):
     ) -> None:
         if trainer.global_step % self.every == 0:
             self._evaluate(trainer, pl_module)
+            if self.patience and self._stale() >= self.patience and not trainer.should_stop:
+                self.history.stopped_at = trainer.global_step
+                trainer.should_stop = True
+
+    def _stale(self) -> int:
+        """Searches since the one that found the best score."""
+        return sum(p.step > self.history.best_step for p in self.history.points)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._evaluate(trainer, pl_module)  # the final state is a candidate too

@@ -77,7 +77,7 @@ def train_router(
         weight_decay=p.weight_decay,
     )
     search = PeriodicThresholdSearch(
-        p.eval_every_n_steps, p.tau_min, p.tau_max, p.tau_step, p.search_usage
+        p.eval_every_n_steps, p.tau_min, p.tau_max, p.tau_step, p.search_usage, p.patience
     )
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     trainer = L.Trainer(
