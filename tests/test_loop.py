@@ -226,3 +226,38 @@ def test_the_loop_runs_every_family_and_skips_adr_without_its_labels(
     promoted.clear()
     run_loop("toy", "spacy", say=said.append, families=False)
     assert promoted == [r.name for r in ROUTERS]
+
+
+def test_the_corpora_stages_outputs_are_in_the_dvc_remote_for_this_code() -> None:
+    """A fresh clone's `make run` restores the development corpora's labels and passage
+    views from dvcstore/ instead of indexing and labelling them again (issue 42): that holds
+    only while dvc.lock's corpora entries match this code and these parameters and their
+    outputs are in the remote. After a change to what those stages read, relabel and push
+    (`dvc repro corpora && dvc push corpora`), or, for a change that leaves their outputs as
+    they are, `dvc commit corpora`."""
+    import json
+    import subprocess
+
+    data = yaml.safe_load((ROOT / "params.yaml").read_text())
+    lock = yaml.safe_load((ROOT / "dvc.lock").read_text())["stages"]
+    dvc = ROOT / ".venv" / "bin" / "dvc"
+    targets = [f"{CORPORA_STEP}@{c}" for c in data["pipeline"]["corpora"]]
+    r = subprocess.run(
+        [str(dvc), "status", "--json", *targets], cwd=ROOT, capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    status = json.loads(r.stdout or "{}")
+    for target in targets:
+        changes = [c for c in status.get(target, []) if isinstance(c, dict)]
+        stale = {k: v for c in changes for k, v in c.items() if k != "changed outs"}
+        stale |= {c: "" for c in status.get(target, []) if isinstance(c, str)}
+        assert not stale, (
+            f"{target}: dvc.lock does not match {stale}: a fresh clone would index and label "
+            "this corpus again. Relabel and push (`dvc repro corpora && dvc push corpora`) or, "
+            "for a change that leaves the outputs as they are, `dvc commit corpora`"
+        )
+        for out in lock[target]["outs"]:
+            if out["path"].startswith("labels/"):
+                md5 = out["md5"]
+                stored = ROOT / "dvcstore" / "files" / "md5" / md5[:2] / md5[2:]
+                assert stored.is_file(), f"{target}: {out['path']} is not in dvcstore/: dvc push"
