@@ -467,3 +467,33 @@ def test_a_soft_cap_has_no_step_and_trades_recall_for_overshoot() -> None:
     tau_s, _, _ = search_thresholds(probs, c, order, 1, 20.0, 5.0, grid, 0.75, penalty=1.0)
     assert (choose(probs, tau_h, order, 1) == 0).all()
     assert (choose(probs, tau_s, order, 1) == 1).all()
+
+
+def test_questions_are_embedded_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """embed_questions: each question once per encoder; the rows in the order asked,
+    repeats included; another encoder name embeds again."""
+    from types import SimpleNamespace
+
+    import r2adapter.index.encoder as encoder
+    from r2adapter.kway import features
+
+    calls: list[list[str]] = []
+
+    def fake(name: str) -> SimpleNamespace:
+        def encode(texts: list[str]) -> np.ndarray:
+            calls.append(list(texts))
+            return np.array([[len(t), ord(t[0]), len(name)] for t in texts], dtype=np.float32)
+
+        return SimpleNamespace(name=name, dim=3, encode=encode)
+
+    monkeypatch.setattr(features, "_QVECS", {})
+    monkeypatch.setattr(encoder, "get_encoder", lambda: fake("a"))
+    first = features.embed_questions(["who?", "where is it?", "who?"])
+    assert calls == [["who?", "where is it?"]]
+    assert first.tolist() == [[4, 119, 1], [12, 119, 1], [4, 119, 1]]
+    again = features.embed_questions(["where is it?", "when?"])
+    assert calls[-1] == ["when?"] and again.tolist() == [[12, 119, 1], [5, 119, 1]]
+    assert features.embed_questions([]).shape == (0, 3)
+    monkeypatch.setattr(encoder, "get_encoder", lambda: fake("bb"))
+    assert features.embed_questions(["who?"]).tolist() == [[4, 119, 2]]
+    assert calls[-1] == ["who?"]

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from r2adapter.config import graph_params, settings
+from r2adapter.config import GraphParams, graph_params, settings
 
 if TYPE_CHECKING:
     from r2adapter.kway.labels import StrategyLabel
@@ -29,14 +29,14 @@ if TYPE_CHECKING:
 _MEMO: dict[str, dict[str, int]] = {}  # tokenizer identity → passage id → tokens
 
 
-def strategy_llm_calls(s: Strategy) -> int:
+def strategy_llm_calls(s: Strategy, g: GraphParams | None = None) -> int:
     """LLM calls a strategy makes itself for one query: HippoRAG 2's fact filter
     (graph.fact_filter llm) on a graph walk, CatRAG's LLM tiers (graph.tier_source llm).
     The +rw strategies rewrite structurally (no LLM); the reader's own call is priced
-    apart."""
+    apart. `g`: the graph parameters (default: params.yaml's, read on each call)."""
     if not s.graph_side:
         return 0
-    g = graph_params()
+    g = g or graph_params()
     calls = int(g.fact_filter == "llm")
     if s.mode == "catrag" or "catrag" in s.bases:
         calls += int(g.tier_source == "llm")

@@ -59,9 +59,9 @@ def _costs(m: dict[str, np.ndarray], rows: np.ndarray | slice = slice(None)) -> 
 
 
 def _embed(labels: Sequence[StrategyLabel]) -> np.ndarray:
-    from r2adapter.index.encoder import get_encoder
+    from r2adapter.kway.features import embed_questions
 
-    return get_encoder().encode([lab.question for lab in labels])
+    return embed_questions([lab.question for lab in labels])
 
 
 def _features(dataset: str, names: Sequence[str], labels: Sequence[StrategyLabel], qv: np.ndarray):

@@ -45,6 +45,28 @@ _SPAN = re.compile(r"\b[A-Z][\w'’.-]*(?:\s+(?:of\s+|the\s+|de\s+|von\s+)?[A-Z]
 _RELATIVE = re.compile(r"\s(that|who|whose|whom|which|where|when)\s")
 
 
+_QVECS: dict[tuple[str, str], np.ndarray] = {}  # (encoder, question) → its embedding
+_QVECS_MAX = 200_000  # ≈ 300 MB of 384-d vectors; cleared when full
+
+
+def embed_questions(questions: Sequence[str]) -> np.ndarray:
+    """The retrieval encoder's embeddings of `questions`, each question encoded once per
+    process: the left-one-corpus-out reports read every corpus once per held-out corpus
+    (r2a evaluate corpora: five times), and the query embedding does not change between."""
+    from r2adapter.index.encoder import get_encoder
+
+    enc = get_encoder()
+    todo = list(dict.fromkeys(q for q in questions if (enc.name, q) not in _QVECS))
+    if todo:
+        if len(_QVECS) + len(todo) > _QVECS_MAX:
+            _QVECS.clear()
+        vecs = np.asarray(enc.encode(todo), dtype=np.float32)
+        _QVECS.update(((enc.name, q), v) for q, v in zip(todo, vecs, strict=True))
+    if not questions:
+        return np.zeros((0, enc.dim), dtype=np.float32)
+    return np.stack([_QVECS[(enc.name, q)] for q in questions])
+
+
 def question_shape(q: str) -> np.ndarray:
     """The question's form (SHAPE values in [0, 1]): its wh-word (one-hot over WH, a leading
     auxiliary counting as yes/no), then capitalised spans after the first word (/4), " of "

@@ -12,7 +12,7 @@ retriever asks for a relabel.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from r2adapter.config import KwayParams, kway_params, label_params, settings
+from r2adapter.config import KwayParams, graph_params, kway_params, label_params, settings
 from r2adapter.data.metrics import full_chain, recall_at_k
 from r2adapter.errors import R2AError
 from r2adapter.kway.costs import price, reader_prices, strategy_llm_calls
@@ -135,11 +135,24 @@ def median_cpu_prices(labels: Sequence[StrategyLabel]) -> None:
         lab.median_cpu_ms = med
 
 
+def table_llm_calls(table: Sequence[Strategy]) -> dict[str, int]:
+    """Each strategy's own LLM calls per query under today's graph parameters (read once:
+    a label file's thousands of queries would otherwise parse params.yaml per strategy)."""
+    g = graph_params()
+    return {s.name: strategy_llm_calls(s, g) for s in table}
+
+
 def evaluate_outcomes(
-    lab: StrategyLabel, table: Sequence[Strategy], rrf_k: int, cost: str = "measured"
+    lab: StrategyLabel,
+    table: Sequence[Strategy],
+    rrf_k: int,
+    cost: str = "measured",
+    llm_calls: Mapping[str, int] | None = None,
 ) -> None:
     """Fill each strategy's outcome (its ms priced by `cost`, `kway.cost`) and the suitable
-    set (best recall reached, ties all)."""
+    set (best recall reached, ties all). `llm_calls`: each strategy's own LLM calls
+    (`table_llm_calls`; computed here when not given)."""
+    calls = table_llm_calls(table) if llm_calls is None else llm_calls
     for s in table:
         missing = [b for b in s.bases if b not in lab.rankings]
         if missing:
@@ -155,7 +168,7 @@ def evaluate_outcomes(
             int(sum(lab.tokens.get(p, 0) for p in got)),
             strategy_ms(s, lab.prices(cost)),
             lab.overhead_tokens + int(sum(lab.reader_tokens.get(p, 0) for p in got)),
-            strategy_llm_calls(s),
+            calls[s.name],
         )
     best = max(o.recall for o in lab.outcomes.values())
     lab.suitable = [s.name for s in table if lab.outcomes[s.name].recall >= best - 1e-9]
@@ -196,8 +209,10 @@ def rank_strategies(
         out = _rank(dataset, queries, p)
     if p.cost == "cpu_median":
         median_cpu_prices(out)
+    table = strategy_table(p.strategies)
+    calls = table_llm_calls(table)
     for lab in out:
-        evaluate_outcomes(lab, strategy_table(p.strategies), p.rrf_k, p.cost)
+        evaluate_outcomes(lab, table, p.rrf_k, p.cost, calls)
     return out
 
 
@@ -419,8 +434,9 @@ def read_strategy_labels(
         median_cpu_prices(out)
     if reader:
         reader_prices(dataset, out)
+    calls = table_llm_calls(table)
     for lab in out:
-        evaluate_outcomes(lab, table, p.rrf_k, p.cost)
+        evaluate_outcomes(lab, table, p.rrf_k, p.cost, calls)
     return out
 
 

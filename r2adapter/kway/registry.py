@@ -80,8 +80,7 @@ def split_data(dataset: str, p: KwayParams) -> SplitData:
 
 
 def corpus_split_data(dataset: str, p: KwayParams) -> SplitData:
-    from r2adapter.index.encoder import get_encoder
-    from r2adapter.kway.features import KwayFeatures
+    from r2adapter.kway.features import KwayFeatures, embed_questions
     from r2adapter.kway.labels import outcome_matrix, read_strategy_labels
     from r2adapter.kway.strategies import strategy_table
     from r2adapter.retrieve.passage_view import PASSAGE_VIEWS
@@ -89,7 +88,7 @@ def corpus_split_data(dataset: str, p: KwayParams) -> SplitData:
     labels = read_strategy_labels(dataset, p)
     m = outcome_matrix(labels, strategy_table(p.strategies))
     questions = [lab.question for lab in labels]
-    qv = get_encoder().encode(questions)
+    qv = embed_questions(questions)
     x = KwayFeatures(dataset, PASSAGE_VIEWS, p.features)(questions, qv)  # the labels' view
     return SplitData(
         x, m, np.array([lab.split for lab in labels]), [lab.question for lab in labels], qv,
