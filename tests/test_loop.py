@@ -228,20 +228,20 @@ def test_the_loop_runs_every_family_and_skips_adr_without_its_labels(
     assert promoted == [r.name for r in ROUTERS]
 
 
-def test_the_corpora_stages_outputs_are_in_the_dvc_remote_for_this_code() -> None:
-    """A fresh clone's `make run` restores the development corpora's labels and passage
-    views from dvcstore/ instead of indexing and labelling them again (issue 42): that holds
-    only while dvc.lock's corpora entries match this code and these parameters and their
-    outputs are in the remote. After a change to what those stages read, relabel and push
-    (`dvc repro corpora && dvc push corpora`), or, for a change that leaves their outputs as
-    they are, `dvc commit corpora`."""
+def test_the_label_stages_outputs_are_in_the_dvc_remote_for_this_code() -> None:
+    """A fresh clone's `make run` restores the labels (the dataset's, and the development
+    corpora's with their passage views) from dvcstore/ instead of indexing and labelling
+    again (issue 42): that holds only while dvc.lock's label and corpora entries match this
+    code and these parameters and their outputs are in the remote. After a change to what
+    those stages read, relabel and push (`dvc repro label corpora && dvc push label
+    corpora`), or, for a change that leaves their outputs as they are, `dvc commit`."""
     import json
     import subprocess
 
     data = yaml.safe_load((ROOT / "params.yaml").read_text())
     lock = yaml.safe_load((ROOT / "dvc.lock").read_text())["stages"]
     dvc = ROOT / ".venv" / "bin" / "dvc"
-    targets = [f"{CORPORA_STEP}@{c}" for c in data["pipeline"]["corpora"]]
+    targets = ["label", *(f"{CORPORA_STEP}@{c}" for c in data["pipeline"]["corpora"])]
     r = subprocess.run(
         [str(dvc), "status", "--json", *targets], cwd=ROOT, capture_output=True, text=True
     )
@@ -252,9 +252,9 @@ def test_the_corpora_stages_outputs_are_in_the_dvc_remote_for_this_code() -> Non
         stale = {k: v for c in changes for k, v in c.items() if k != "changed outs"}
         stale |= {c: "" for c in status.get(target, []) if isinstance(c, str)}
         assert not stale, (
-            f"{target}: dvc.lock does not match {stale}: a fresh clone would index and label "
-            "this corpus again. Relabel and push (`dvc repro corpora && dvc push corpora`) or, "
-            "for a change that leaves the outputs as they are, `dvc commit corpora`"
+            f"{target}: dvc.lock does not match {stale}: a fresh clone would compute its labels "
+            "again. Relabel and push (`dvc repro label corpora && dvc push label corpora`) or, "
+            "for a change that leaves the outputs as they are, `dvc commit label corpora`"
         )
         for out in lock[target]["outs"]:
             if out["path"].startswith("labels/"):
