@@ -7,13 +7,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from r2adapter.index.graph import synonym_edges
 
-pytestmark = pytest.mark.unit
+pytestmark = pytest.mark.unit  # but the one on Postgres (pg_env: integration)
 
 
 def _texts() -> list[str]:
@@ -101,3 +102,43 @@ def _per_pair(
                     key = (a, int(b)) if a < b else (int(b), a)
                     edges[key] = max(edges.get(key, 0.0), score)
     return [(a, b, s) for (a, b), s in sorted(edges.items())]
+
+
+def test_a_narrative_of_one_insight_takes_its_vector() -> None:
+    from r2adapter.adr.hypergraph import narrative_embeddings
+
+    asked: list[tuple[str, list[str]]] = []
+
+    def embed(kind: str, texts: list[str]) -> np.ndarray:
+        asked.append((kind, list(texts)))
+        return np.array([[float(len(t)), 1.0] for t in texts], dtype=np.float32).reshape(-1, 2)
+
+    texts = ["T: a.", "T: bb.", "U: ccc."]
+    emb = np.array([[1, 0], [0, 1], [0.6, 0.8]], dtype=np.float32)
+    stories = ["T: bb.", "T: a. U: ccc.", "U: ccc."]
+    got = narrative_embeddings(embed, stories, texts, emb)
+    assert asked == [("narrative", ["T: a. U: ccc."])]
+    assert got.tolist() == [[0, 1], [13, 1], [0.6000000238418579, 0.800000011920929]]
+    asked.clear()
+    assert narrative_embeddings(embed, ["x y"], texts, emb).tolist() == [[3, 1]]
+    assert narrative_embeddings(embed, [], texts, emb).shape == (0, 2)
+
+
+@pytest.mark.integration
+def test_openie_beside_the_encoder_stores_what_it_extracts_inline(
+    pg_env: dict[str, str], tmp_path: Path
+) -> None:
+    """spaCy OpenIE in its process of its own: the build's extractions are the backend's own
+    (as an inline run gives them), read back from the cache it filled."""
+    from r2adapter.index.build import build_index
+    from r2adapter.index.openie_spacy import SpacyOpenIE
+    from r2adapter.store import graph_store as gs
+    from tests.conftest import make_mini_musique
+
+    folder = make_mini_musique(tmp_path / "beside", n=8)
+    r = build_index(folder, "spacy", log=lambda _: None, share=False)
+    assert r.created and "openie_process" in r.timings
+    passages = gs.stored_passages(r.dataset)
+    ie = SpacyOpenIE()
+    stored = gs.cached_extractions(ie.cache_key(), [p.id for p in passages])
+    assert [stored[p.id] for p in passages] == ie.extract(passages)

@@ -6,6 +6,7 @@ import contextlib
 import logging
 import os
 import threading
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
@@ -101,8 +102,10 @@ class Encoder:
         desc: str = "embed",
         batch_size: int | None = None,
         spare_core: threading.Event | None = None,
+        on_batch: Callable[[int], None] | None = None,
     ) -> np.ndarray:
-        """Normalised float32 embeddings in input order.
+        """Normalised float32 embeddings in input order. `on_batch(n)`: called as each batch
+        of n texts is done (a caller's own progress bar over several calls).
 
         ONNX, more texts than one batch (`batch_size`, default the configured one): the
         texts are tokenised once, sorted by token count (no padding to speak of: char
@@ -115,7 +118,7 @@ class Encoder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         if self._onnx is not None and len(texts) > (batch_size or self.batch_size):
-            return self._encode_lanes(texts, progress, desc, batch_size, spare_core)
+            return self._encode_lanes(texts, progress, desc, batch_size, spare_core, on_batch)
         if batch_size is None:
             mean_chars = sum(map(len, texts)) / len(texts)
             batch_size = self.batch_size * (4 if mean_chars < 80 else 1)
@@ -137,6 +140,8 @@ class Encoder:
                 idx = order[i : i + step]
                 out[idx] = self._forward([texts[j] for j in idx], batch_size)
                 bar.update(len(idx))
+                if on_batch is not None:
+                    on_batch(len(idx))
         return out
 
     def _encode_lanes(
@@ -146,6 +151,7 @@ class Encoder:
         desc: str,
         batch_size: int | None,
         spare_core: threading.Event | None,
+        on_batch: Callable[[int], None] | None,
     ) -> np.ndarray:
         from tqdm import tqdm
 
@@ -182,6 +188,8 @@ class Encoder:
                     return
                 with take:
                     bar.update(len(batch))
+                    if on_batch is not None:
+                        on_batch(len(batch))
 
         with tqdm(
             total=len(texts), desc=desc, unit="text", dynamic_ncols=True, disable=not progress

@@ -46,6 +46,9 @@ def build_parts(passage_ids: Sequence[str], extractions: Sequence[Extraction]) -
     )
 
 
+SYNONYM_BLOCK_BYTES = 512 * 2**20
+
+
 def synonym_edges(
     embeddings: np.ndarray,
     names: Sequence[str],
@@ -69,6 +72,9 @@ def synonym_edges(
     eligible = np.array([sum(c.isalnum() for c in name) > 2 for name in names])
     emb = embeddings.astype(np.float32, copy=False)
     k = min(top_k + 1, n)
+    # a block's similarities are rows x n float32: at most SYNONYM_BLOCK_BYTES (2Wiki's 46k
+    # entities keep the 2,048 rows)
+    block = max(64, min(block, SYNONYM_BLOCK_BYTES // (4 * n)))
     found_a, found_b, found_s = [], [], []
     for start in range(0, n, block):
         sims = emb[start : start + block] @ emb.T
