@@ -2,7 +2,9 @@
 
 Per dataset, into a scratch Postgres (benchmarks/scratch_db.py), `r2a index --dataset D
 --openie B --report F` is run as a user runs it (a fresh process each time, so the wall
-time includes Python start-up, imports and the encoder load):
+time includes Python start-up, imports and the encoder load), with the project's
+params.yaml (copied into the scratch R2A_HOME: ADR's hypergraph is built, as in `make run`;
+before, the scratch home had none and every parameter took its default, ADR off):
   1. cold: an empty database;
   2. warm: again on the same database: it should add nothing (no passages, embeddings,
      OpenIE rows or index version: the OpenIE cache by passage hash, the embeddings by
@@ -13,7 +15,10 @@ time includes Python start-up, imports and the encoder load):
 The per-stage seconds are the build's own (`--report`, timed in r2adapter/index/build.py,
 not re-instrumented here): load (corpus into Postgres), encoder_load, passage_embeddings,
 openie, entity_embeddings (includes building the graph parts from the extractions),
-fact_embeddings, synonyms (entity kNN), write (the version's rows, one transaction).
+fact_embeddings, synonyms (entity kNN), adr (ADR's hypergraph: its insight and narrative
+embeddings, communities), write (the version's rows, one transaction). OpenIE runs in a
+process of its own beside the passage embeddings (r2adapter/index/build.py): `openie` is
+then what the build waited for it after them, `openie_process` the process's own seconds.
 Throughput per stage is passages / seconds, and items / seconds for what the stage made
 (new rows counted in the database before and after: passage embeddings, OpenIE cache rows,
 entity and fact embeddings, graph rows written).
@@ -66,6 +71,7 @@ STAGES: dict[str, tuple[str, str]] = {
     "entity_embeddings": ("entity embeddings", "entity_embeddings"),
     "fact_embeddings": ("fact embeddings", "fact_embeddings"),
     "synonyms": ("synonym kNN (entities searched)", "entities"),
+    "adr": ("ADR hypergraph (insight and narrative embeddings)", "adr_embeddings"),
     "write": ("graph write/commit (rows)", "graph_rows"),
 }
 PROJECT_MIN_PASSAGES = 500  # smaller runs are mostly fixed costs: no 2Wiki projection
@@ -85,6 +91,10 @@ def db_counts(url: str, dataset: str) -> dict[str, int]:
         "openie_cache": ("SELECT count(*) FROM openie_cache", ()),
         "entity_embeddings": ("SELECT count(*) FROM text_embeddings WHERE kind = 'entity'", ()),
         "fact_embeddings": ("SELECT count(*) FROM text_embeddings WHERE kind = 'fact'", ()),
+        "adr_embeddings": (
+            "SELECT count(*) FROM text_embeddings WHERE kind IN ('insight', 'narrative')",
+            (),
+        ),
         "index_versions": ("SELECT count(*) FROM index_versions WHERE dataset = %s", (dataset,)),
     }
     out: dict[str, int] = {}
@@ -178,7 +188,9 @@ def bench_dataset(
         "timestamp": timestamp(),
         "loadavg_1_5_15m_at_start": [round(x, 2) for x in os.getloadavg()],
     }
-    with database(db_mode, scratch_root, f"{name}-{backend}-index", keep) as db:
+    with database(
+        db_mode, scratch_root, f"{name}-{backend}-index", keep, project_params=True
+    ) as db:
         out["database"] = db.where
         out["cold"] = index_once(db, dataset, backend, timeout)
         out["passages"] = int(out["cold"]["report"].get("passages", 0))
@@ -239,7 +251,7 @@ def table(runs: dict[str, dict[str, Any]]) -> str:
     head = (
         "| dataset | openie | run | passages | wall s | openie s (passages/s) "
         "| passage emb s (passages/s) | entity emb s (entities/s) | fact emb s (facts/s) "
-        "| synonyms s (entities/s) | write s (rows/s) | added |"
+        "| synonyms s (entities/s) | adr s (texts/s) | write s (rows/s) | added |"
     )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in runs.values():
@@ -254,7 +266,8 @@ def table(runs: dict[str, dict[str, Any]]) -> str:
                 f"| {_rate(st.get('passage_embeddings'))} "
                 f"| {_rate(st.get('entity_embeddings'), True)} "
                 f"| {_rate(st.get('fact_embeddings'), True)} "
-                f"| {_rate(st.get('synonyms'), True)} | {_rate(st.get('write'), True)} "
+                f"| {_rate(st.get('synonyms'), True)} | {_rate(st.get('adr'), True)} "
+                f"| {_rate(st.get('write'), True)} "
                 f"| {added} |"
             )
     return "\n".join(lines)

@@ -161,9 +161,14 @@ def redacted(url: str) -> str:
 
 
 @contextmanager
-def database(mode: str, root: Path | None, name: str, keep: bool = False) -> Iterator[Database]:
+def database(
+    mode: str, root: Path | None, name: str, keep: bool = False, project_params: bool = False
+) -> Iterator[Database]:
     """The database one run builds into: a scratch embedded Postgres (started here, stopped
-    and deleted on exit unless `keep`) or, with mode "env", the environment's."""
+    and deleted on exit unless `keep`) or, with mode "env", the environment's.
+    `project_params`: the project's params.yaml copied into the scratch R2A_HOME, so that
+    `r2a` there runs with the parameters `make run` has (R2A_HOME is where params.yaml is
+    read: without it every section takes its defaults, ADR's hypergraph off)."""
     if mode == "env":
         db = _env_database()
         check_reachable(db.url)
@@ -180,6 +185,9 @@ def database(mode: str, root: Path | None, name: str, keep: bool = False) -> Ite
         "MLFLOW_TRACKING_URI": f"sqlite:///{base / 'mlflow.db'}",
     }
     env.pop("R2A_DATABASE_URL", None)
+    if project_params and (ROOT / "params.yaml").is_file():
+        (base / "home").mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / "params.yaml", base / "home" / "params.yaml")
     where = f"scratch {base / 'pgdata'} port {port}"
     started = False
     try:

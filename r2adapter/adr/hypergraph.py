@@ -250,6 +250,28 @@ def build_dual_hypergraph(
         centrality,
         stories,
         count(stories),
-        embed("narrative", stories),
+        narrative_embeddings(embed, stories, texts, emb),
         fallbacks,
     )
+
+
+def narrative_embeddings(
+    embed: Embed, stories: Sequence[str], texts: Sequence[str], emb: np.ndarray
+) -> np.ndarray:
+    """The narratives' embeddings: a narrative that is one insight's text (a singleton edge,
+    or one whose first member fills the budget: 2Wiki 732 of 1,631) has that insight's
+    vector, embedded already; the others are embedded as narratives."""
+    at = {t: i for i, t in enumerate(texts)}
+    rest = [s for s in stories if s not in at]
+    fresh = embed("narrative", rest)
+    if len(rest) == len(stories):
+        return fresh
+    out = np.empty((len(stories), emb.shape[1]), dtype=np.float32)
+    j = 0
+    for i, s in enumerate(stories):
+        if s in at:
+            out[i] = emb[at[s]]
+        else:
+            out[i] = fresh[j]
+            j += 1
+    return out

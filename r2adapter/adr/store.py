@@ -93,7 +93,6 @@ def write_hypergraph(
 ) -> None:
     """All of the hypergraph's rows for `version`, replacing an older build, inside the
     caller's transaction (nothing half-written)."""
-    vec = gs._vec_text
     conn.execute("DELETE FROM adr_builds WHERE index_version = %s", (version,))
     conn.execute(
         "INSERT INTO adr_builds (index_version, signature, counts, timings) VALUES"
@@ -111,21 +110,23 @@ def write_hypergraph(
             "adr_hyperedge_members (index_version, hyperedge_id, entity_id)",
             ((version, i, m) for i, e in enumerate(h.hyperedges) for m in e.members),
         )
-        gs._copy(
+        gs.copy_binary(
             cur,
             "adr_insight_vertices (index_version, id, hyperedge_id, text, tokens, embedding)",
+            ("int8", "int4", "int4", "text", "int4", "vector"),
             (
-                (version, i, i, e.insight, t, vec(v))  # π: hyperedge i ↦ insight vertex i
+                (version, i, i, e.insight, int(t), v)  # π: hyperedge i ↦ insight vertex i
                 for i, (e, t, v) in enumerate(
                     zip(h.hyperedges, h.insight_tokens, h.insight_emb, strict=True)
                 )
             ),
         )
-        gs._copy(
+        gs.copy_binary(
             cur,
             "adr_insight_edges (index_version, id, narrative, tokens, embedding)",
+            ("int8", "int4", "text", "int4", "vector"),
             (
-                (version, i, n, t, vec(v))
+                (version, i, n, int(t), v)
                 for i, (n, t, v) in enumerate(
                     zip(h.narratives, h.narrative_tokens, h.narrative_emb, strict=True)
                 )
@@ -136,10 +137,11 @@ def write_hypergraph(
             "adr_insight_edge_members (index_version, edge_id, vertex_id, centrality)",
             ((version, i, v, float(h.centrality[v])) for i, ms in enumerate(h.edges) for v in ms),
         )
-        gs._copy(
+        gs.copy_binary(
             cur,
             "adr_entity_embeddings (index_version, entity_id, embedding)",
-            ((version, i, vec(v)) for i, v in enumerate(entity_emb)),
+            ("int8", "int4", "vector"),
+            ((version, i, v) for i, v in enumerate(entity_emb)),
         )
     dim = int(entity_emb.shape[1]) if entity_emb.ndim == 2 else int(h.insight_emb.shape[1])
     for table in EMBEDDED:
@@ -155,6 +157,7 @@ def write_hypergraph_alone(
 ) -> None:
     """The hypergraph of an existing index version, in its own transaction."""
     with connection() as conn, conn.transaction():
+        gs.hnsw_build_memory(conn)
         write_hypergraph(conn, version, signature, h, entity_emb, timings)
 
 

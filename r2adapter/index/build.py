@@ -8,9 +8,14 @@ that the caller hands over (r2adapter/steps.py `index`): the index knows no floo
 from __future__ import annotations
 
 import hashlib
+import os
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from multiprocessing import get_context
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Protocol
 
@@ -21,6 +26,7 @@ from tqdm import tqdm
 from r2adapter.config import graph_params
 from r2adapter.data.adapters import load_dataset
 from r2adapter.data.schema import Dataset, Extraction, Passage
+from r2adapter.errors import R2AError
 from r2adapter.index.encoder import Encoder, get_encoder
 from r2adapter.index.graph import build_parts, synonym_edges
 from r2adapter.index.openie import OpenIE, get_openie
@@ -140,15 +146,145 @@ def make_openie(backend: str, ds: Dataset) -> OpenIE:
     return get_openie(backend)
 
 
-def _embed_cached(enc: Encoder, kind: str, texts: list[str], log: Log) -> np.ndarray:
-    have = gs.cached_text_embeddings(enc.name, kind, texts)
-    todo = [t for t in texts if t not in have]
+OPENIE_BATCH = 256  # passages per OpenIE call and per cache transaction
+# texts per encode call and per stored chunk of embeddings: what a killed build loses at
+# most, and (with the encoder's lanes sorting within a chunk) all it holds of them at once
+EMBED_CHUNK = 8192
+
+
+def extract_batches(
+    backend: OpenIE, passages: Sequence[Passage]
+) -> Iterator[tuple[Sequence[Passage], list[Extraction]]]:
+    """OpenIE over `passages`, each batch stored in the cache as soon as it is done (a killed
+    build resumes from there); yields (batch, its extractions)."""
+    key = backend.cache_key()
+    for i in range(0, len(passages), OPENIE_BATCH):
+        chunk = passages[i : i + OPENIE_BATCH]
+        out = backend.extract(chunk)
+        gs.save_extractions(key, [(p.id, ex) for p, ex in zip(chunk, out, strict=True)])
+        yield chunk, out
+
+
+class ChunkStore:
+    """Stores embedded chunks in a thread of its own while the next chunk is embedded: one
+    store at a time, in order (so at most two chunks are held); a failed store is raised
+    at the next `put` or at the end of the `with`."""
+
+    def __init__(self) -> None:
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="store-chunk")
+        self._last: Future[None] | None = None
+
+    def put(self, store: Callable[..., None], *args: object) -> None:
+        if self._last is not None:
+            self._last.result()
+        self._last = self._pool.submit(store, *args)
+
+    def __enter__(self) -> ChunkStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if self._last is not None and exc[0] is None:
+                self._last.result()
+        finally:
+            self._pool.shutdown(wait=True)
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _openie_process(backend: str, passages: list[Passage], out: Connection) -> None:
+    """The OpenIE process (spawned): every batch into the cache; then its seconds, or the
+    error in one line, sent back."""
+    t = time.perf_counter()
+    try:
+        try:  # one core: no BLAS threads of its own beside the encoder's lanes
+            from threadpoolctl import threadpool_limits
+
+            threadpool_limits(1)
+        except ImportError:
+            pass
+        for _ in extract_batches(get_openie(backend), passages):
+            pass
+        out.send(("done", time.perf_counter() - t))
+    except BaseException as e:  # noqa: BLE001 - reported to the build, which raises it
+        line = str(e).strip().splitlines()[0] if str(e).strip() else "no message"
+        out.send(("failed", f"{type(e).__name__}: {line}"))
+    finally:
+        out.close()
+
+
+class OpenIEProcess:
+    """OpenIE on `passages` in a process of its own (spawned; its results go to the cache
+    batch by batch, so the build reads them from there, as a rerun would). `done` is set
+    when it ends, well or not; `wait` returns its seconds or raises its error."""
+
+    def __init__(self, backend: str, passages: list[Passage]) -> None:
+        ctx = get_context("spawn")
+        self._recv, send = ctx.Pipe(duplex=False)
+        self.proc = ctx.Process(target=_openie_process, args=(backend, passages, send), daemon=True)
+        self.proc.start()
+        send.close()
+        self.done = threading.Event()
+        self._result: tuple[str, object] = ("failed", "the OpenIE process ended without a word")
+        self._watch = threading.Thread(target=self._wait_result, daemon=True)
+        self._watch.start()
+
+    def _wait_result(self) -> None:
+        try:
+            self._result = self._recv.recv()
+        except (EOFError, OSError):  # killed (out of memory, a signal) before it answered
+            self.proc.join()
+            self._result = ("failed", f"the OpenIE process exited {self.proc.exitcode}")
+        finally:
+            self.done.set()
+
+    def wait(self) -> float:
+        self._watch.join()
+        self.proc.join()
+        status, value = self._result
+        if status != "done":
+            raise R2AError(f"OpenIE failed: {value}; what it extracted is cached, rerun to resume")
+        return float(value)  # type: ignore[arg-type]
+
+    def stop(self) -> None:
+        """End the process if it still runs (the build stopped before it)."""
+        if self.proc.is_alive():
+            self.proc.terminate()
+            self.proc.join(10)
+
+
+def _embed_cached(
+    enc: Encoder, kind: str, texts: list[str], log: Log, keep: bool = True
+) -> np.ndarray:
+    """The texts' embeddings in order: cached ones read, the others embedded and stored a
+    chunk at a time (a killed build resumes from the last chunk stored). `keep=False`
+    (fact texts, which the build itself never reads): only stored, an empty array back, so
+    that they are never all held in memory."""
+    todo = list(dict.fromkeys(texts))
+    have = gs.cached_text_embeddings(enc.name, kind, todo) if keep else {}
+    if not keep:
+        known = gs.cached_text_keys(enc.name, kind, todo)
+        todo = [t for t in todo if t not in known]
+    else:
+        todo = [t for t in todo if t not in have]
     if todo:
-        log(f"embedding {len(todo)} new {kind} texts ({len(have)} cached)")
-        new = enc.encode(todo, progress=True, desc=f"embed {kind}s")
-        gs.save_text_embeddings(enc.name, kind, todo, new)
-        have.update(zip(todo, new, strict=True))
-    if not texts:
+        log(f"embedding {len(todo)} new {kind} texts ({len(set(texts)) - len(todo)} cached)")
+        with (
+            tqdm(total=len(todo), desc=f"embed {kind}s", unit="text") as bar,
+            ChunkStore() as store,
+        ):
+            for i in range(0, len(todo), EMBED_CHUNK):
+                chunk = todo[i : i + EMBED_CHUNK]
+                new = enc.encode(chunk, on_batch=bar.update)
+                store.put(gs.save_text_embeddings, enc.name, kind, chunk, new)
+                if keep:
+                    have.update(zip(chunk, new, strict=True))
+    if not texts or not keep:
         return np.zeros((0, enc.dim), dtype=np.float32)
     return np.stack([have[t] for t in texts])
 
@@ -179,35 +315,53 @@ def build_index(
         shared.timings.update(timings)
         return shared
 
-    t = time.perf_counter()
-    enc = get_encoder()
-    timings["encoder_load"] = time.perf_counter() - t
-    t = time.perf_counter()
-    todo = gs.missing_passage_embeddings(name, enc.name)
-    if todo:
-        log(f"embedding {len(todo)} new passages ({len(passages) - len(todo)} already stored)")
-        emb = enc.encode(
-            [f"{p.title}\n{p.text}" for p in todo], progress=True, desc="embed passages"
-        )
-        gs.save_passage_embeddings(name, enc.name, [p.id for p in todo], emb)
-    timings["passage_embeddings"] = time.perf_counter() - t
-
-    t = time.perf_counter()
     backend = make_openie(openie, ds)  # the dataset read above, not a second parse
     key = backend.cache_key()
     ids = [p.id for p in passages]
     cached = gs.cached_extractions(key, ids)
     missing = [p for p in passages if p.id not in cached]
-    if missing:
-        log(f"OpenIE ({key}) on {len(missing)} new passages ({len(cached)} cached)")
-        step = 256
-        with tqdm(total=len(missing), desc=f"openie {openie}", unit="passage") as bar:
-            for i in range(0, len(missing), step):
-                chunk = missing[i : i + step]
-                out = backend.extract(chunk)
-                gs.save_extractions(key, [(p.id, ex) for p, ex in zip(chunk, out, strict=True)])
-                cached.update((p.id, ex) for p, ex in zip(chunk, out, strict=True))
-                bar.update(len(chunk))
+    # OpenIE on one core needs no embedding: in a process of its own beside the encoder's
+    # load and the passage embeddings (one lane; the second starts when OpenIE is done)
+    beside = None
+    if missing and backend.side_process and usable_cores() > 1:
+        log(f"OpenIE ({key}) on {len(missing)} new passages ({len(cached)} cached), in a process")
+        beside = OpenIEProcess(openie, missing)
+    try:
+        t = time.perf_counter()
+        enc = get_encoder()
+        todo = gs.missing_passage_embeddings(name, enc.name)
+        timings["encoder_load"] = time.perf_counter() - t
+        t = time.perf_counter()
+        if todo:
+            log(f"embedding {len(todo)} new passages ({len(passages) - len(todo)} already stored)")
+            with (
+                tqdm(total=len(todo), desc="embed passages", unit="text") as bar,
+                ChunkStore() as store,
+            ):
+                for i in range(0, len(todo), EMBED_CHUNK):  # each chunk stored: resumable
+                    chunk = todo[i : i + EMBED_CHUNK]
+                    emb = enc.encode(
+                        [f"{p.title}\n{p.text}" for p in chunk],
+                        spare_core=beside.done if beside else None,
+                        on_batch=bar.update,
+                    )
+                    ids_ = [p.id for p in chunk]
+                    store.put(gs.save_passage_embeddings, name, enc.name, ids_, emb)
+        timings["passage_embeddings"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        if beside is not None:
+            timings["openie_process"] = beside.wait()  # its own seconds, from its start
+            cached = gs.cached_extractions(key, ids)
+        elif missing:
+            log(f"OpenIE ({key}) on {len(missing)} new passages ({len(cached)} cached)")
+            with tqdm(total=len(missing), desc=f"openie {openie}", unit="passage") as bar:
+                for chunk_, out in extract_batches(backend, missing):
+                    cached.update((p.id, ex) for p, ex in zip(chunk_, out, strict=True))
+                    bar.update(len(chunk_))
+    finally:
+        if beside is not None:
+            beside.stop()
     extractions: list[Extraction] = [cached[p.id] for p in passages]
     timings["openie"] = time.perf_counter() - t
 
@@ -237,7 +391,7 @@ def build_index(
     ent_emb = _embed_cached(enc, "entity", parts.entities, log)
     timings["entity_embeddings"] = time.perf_counter() - t
     t = time.perf_counter()
-    _embed_cached(enc, "fact", parts.fact_texts(), log)
+    _embed_cached(enc, "fact", parts.fact_texts(), log, keep=False)
     timings["fact_embeddings"] = time.perf_counter() - t
     t = time.perf_counter()
     if synonym_method == "hnsw":

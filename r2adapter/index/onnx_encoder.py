@@ -3,6 +3,13 @@ difference about 1e-7, so an index built either way serves either way) in less t
 PyTorch's time for one short query on 2 CPU cores (5.1 vs 11.9 ms); batches of long
 passages gain nothing (about 55 passages/s either way).
 
+Bulk encoding (`run_ids`, the index build's path through `Encoder.encode`) runs token ids
+already sorted by length in small batches on a session of one thread per caller, one caller
+a core ("lanes"): on 2Wiki's texts, one core, batches of about 1,024 tokens gave 3,800
+passage and 4,350 fact tokens per CPU second against 2,450 and 3,300 at 16,384 and 4,096
+(the activations stay in the core's cache), and two one-thread lanes beat one two-thread
+pass (thread wake-ups per operator).
+
 The model is exported once, from the loaded model, into `<root>/.cache/onnx/` and reused;
 a failed export or a missing onnxruntime leaves the PyTorch path in charge (the caller logs
 why). The fine-tuned router's encoder is served the same way.
@@ -15,6 +22,7 @@ import os
 import tempfile
 import threading
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +137,43 @@ class OnnxPooled:
         self.session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
         self.tokenizer, self.max_length, self.path = tokenizer, max_length, path
         self._tokenize_lock = threading.Lock()
+        self._lane: Any = None  # the one-thread session of bulk runs (`run_ids`), on demand
+        self._lane_lock = threading.Lock()
+
+    def lane_session(self) -> Any:
+        """A session of one intra-op thread: each caller's run is its own core's work."""
+        with self._lane_lock:
+            if self._lane is None:
+                import onnxruntime as ort
+
+                opts = ort.SessionOptions()
+                opts.intra_op_num_threads = 1
+                opts.inter_op_num_threads = 1
+                opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+                self._lane = ort.InferenceSession(
+                    str(self.path), opts, providers=["CPUExecutionProvider"]
+                )
+            return self._lane
+
+    def tokenize(self, texts: list[str]) -> list[list[int]]:
+        """Token ids (special tokens included, truncated to the model's length), unpadded."""
+        with self._tokenize_lock:
+            ids = self.tokenizer(texts, truncation=True, max_length=self.max_length)["input_ids"]
+        return [list(x) for x in ids]
+
+    def run_ids(self, ids: Sequence[Sequence[int]], lane: bool = False) -> np.ndarray:
+        """Pooled vectors of tokenised texts, padded here to the longest of them (as the
+        tokenizer pads); `lane`: on the one-thread session (bulk encoding)."""
+        width = max(len(x) for x in ids)
+        pad = getattr(self.tokenizer, "pad_token_id", None) or 0
+        tokens = np.full((len(ids), width), pad, dtype=np.int64)
+        mask = np.zeros((len(ids), width), dtype=np.int64)
+        for row, x in enumerate(ids):
+            tokens[row, : len(x)] = x
+            mask[row, : len(x)] = 1
+        session = self.lane_session() if lane else self.session
+        out = session.run(None, {"ids": tokens, "mask": mask})[0]
+        return np.asarray(out, dtype=np.float32)
 
     def run(self, texts: list[str]) -> np.ndarray:
         with self._tokenize_lock:

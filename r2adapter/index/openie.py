@@ -19,6 +19,9 @@ class OpenIE(ABC):
     """`extract(passages) -> one Extraction per passage, in order`."""
 
     name: str = ""
+    # CPU-bound on one core and built from its name alone (`get_openie(name)`): the index
+    # build runs it in a process of its own beside the passage embeddings (index/build.py)
+    side_process: bool = False
 
     @abstractmethod
     def extract(self, passages: Sequence[Passage]) -> list[Extraction]: ...

