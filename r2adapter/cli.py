@@ -153,6 +153,7 @@ def _index(args: argparse.Namespace) -> int:
         adr=True if args.adr else None,
         shards=args.shards,
         share=False if args.own_index else None,
+        rebuild=args.rebuild,
     )
     _emit(args, r.to_report())
     if args.stamp:
@@ -772,6 +773,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=1,
         help="embed and extract in N local processes, then merge into one version (default 1)",
+    )
+    idx.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="write a new index version even when the latest has the same build signature "
+        "(the embedding and OpenIE caches still serve)",
     )
     idx.add_argument(
         "--own-index",

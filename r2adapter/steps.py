@@ -44,6 +44,7 @@ def index(
     adr: bool | None = None,
     shards: int = 1,
     share: bool | None = None,
+    rebuild: bool = False,
 ) -> IndexReport:
     """Embed passages, run OpenIE, build the knowledge graph (docs/architecture.md, step 2);
     with `adr` (None: params.yaml adr.enabled) ADR's dual hypergraph too. `shards` > 1: the
@@ -54,8 +55,10 @@ def index(
 
     extensions = index_extensions(adr)
     if check_shards(shards) > 1:
+        if rebuild:
+            raise R2AError("--rebuild builds in one process: leave --shards out")
         return build_sharded(dataset, openie, shards, extensions=extensions, share=share)
-    return build_index(dataset, openie, extensions=extensions, share=share)
+    return build_index(dataset, openie, extensions=extensions, share=share, rebuild=rebuild)
 
 
 def index_stamp(dataset: str) -> dict[str, str]:

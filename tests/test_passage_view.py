@@ -190,3 +190,25 @@ def test_labels_come_from_their_file_when_the_database_holds_none(
     assert len(db_labels("restored_corpus", "recall_first", None)) == 3
     with pytest.raises(R2AError, match="run `r2a label --dataset never_labelled`"):
         db_labels("never_labelled", "recall_first", None)
+
+
+@pytest.mark.integration
+def test_rebuild_writes_a_new_version_of_the_same_build(
+    pg_env: dict[str, str], sample_dataset: str
+) -> None:
+    """`r2a index --rebuild`: a new version though the signature matches (without it the
+    build is a no-op); with --shards it is refused in one line."""
+    from r2adapter.store.graph_store import require_version
+
+    before = require_version("sample")
+    args = ["index", "--dataset", "sample", "--openie", "precomputed"]
+    same = run_cli(args, pg_env)
+    assert same.returncode == 0 and "nothing rebuilt" in same.stdout
+    assert require_version("sample").id == before.id
+    r = run_cli([*args, "--rebuild"], pg_env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    after = require_version("sample")
+    assert after.id > before.id and after.signature == before.signature
+    assert after.counts == before.counts
+    bad = run_cli([*args, "--rebuild", "--shards", "2"], pg_env)
+    assert bad.returncode != 0 and "--rebuild builds in one process" in bad.stderr

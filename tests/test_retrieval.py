@@ -101,7 +101,7 @@ def test_int8_encoder_is_another_encoder(sample_index: gs.IndexVersion, tmp_path
     cos = np.sum(a * b, axis=1)
     assert np.allclose(np.linalg.norm(b, axis=1), 1.0, atol=1e-5)
     assert cos.min() > 0.97 and np.abs(a - b).max() > 1e-4, cos  # close, not the same
-    with pytest.raises(R2AError, match=r"rebuild it with `r2a index --dataset sample`"):
+    with pytest.raises(R2AError, match=r"rebuild it with `r2a index --dataset sample --rebuild`"):
         check_encoder(sample_index, int8)
     # quantised once beside the fp32 export, then reused
     q = for_sentence_transformer(fp32.model, str(_minilm_dir()), tmp_path, 1, int8=True)

@@ -295,8 +295,11 @@ def build_index(
     log: Log = print,
     extensions: Sequence[IndexExtension] = (),
     share: bool | None = None,
+    rebuild: bool = False,
 ) -> IndexReport:
-    """`share`: a dataset never indexed whose passages an indexed dataset holds is served
+    """`rebuild`: write a new version even when the latest one has the same build
+    signature (the caches of embeddings and OpenIE still serve).
+    `share`: a dataset never indexed whose passages an indexed dataset holds is served
     from that index (`shared_index`); False builds it one of its own; None: the environment's
     `R2A_SHARE_INDEX` (default 1, share; the test suite sets 0, so that a test's copy of a
     corpus gets the index it builds).
@@ -380,7 +383,7 @@ def build_index(
         lambda kind, texts: _embed_cached(enc, kind, texts, log), log,
     )  # fmt: skip
     latest = gs.own_version(name)  # its own: a shared one was taken above (shared_index)
-    if latest is not None and latest.signature == signature:
+    if latest is not None and latest.signature == signature and not rebuild:
         for ext in extensions:  # the graph is current; only an extension may be missing
             added = ext.refresh(latest.id, built)
             if added is not None:

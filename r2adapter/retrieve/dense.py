@@ -19,7 +19,7 @@ def check_encoder(version: IndexVersion, enc: Encoder) -> None:
             f"index of '{version.dataset}' was built with {version.encoder} ({version.dim}-d); "
             f"the configured encoder is {enc.name} ({enc.dim}-d), whose vectors are not mixed "
             f"with another's: set encoder.model/backend (R2A_ENCODER, R2A_ENCODER_BACKEND) to "
-            f"match, or rebuild it with `r2a index --dataset {version.dataset}`"
+            f"match, or rebuild it with `r2a index --dataset {version.dataset} --rebuild`"
         )
 
 
