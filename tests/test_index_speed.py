@@ -142,3 +142,41 @@ def test_openie_beside_the_encoder_stores_what_it_extracts_inline(
     ie = SpacyOpenIE()
     stored = gs.cached_extractions(ie.cache_key(), [p.id for p in passages])
     assert [stored[p.id] for p in passages] == ie.extract(passages)
+
+
+def test_each_step_s_throughput_is_put_beside_its_limit() -> None:
+    """index/throughput.py: tokens/s against the GEMM rate's tokens/s at the encoder's
+    FLOPs a token; OpenIE's passages/s over its own process's seconds; steps without work
+    or time are left out."""
+    from types import SimpleNamespace
+
+    from r2adapter.index.throughput import (
+        MINILM_FLOPS_PER_TOKEN,
+        flops_per_token,
+        gemm_gflops,
+        step_throughput,
+    )
+
+    assert 21.0e6 < MINILM_FLOPS_PER_TOKEN < 21.5e6  # MiniLM-L6: h 384, i 1,536, 6 layers
+    cfg = SimpleNamespace(hidden_size=768, intermediate_size=3072, num_hidden_layers=12)
+    assert flops_per_token([SimpleNamespace(auto_model=SimpleNamespace(config=cfg))]) == (
+        2 * (4 * 768**2 + 2 * 768 * 3072) * 12
+    )
+    assert flops_per_token(object()) == MINILM_FLOPS_PER_TOKEN  # no config: MiniLM's
+    assert gemm_gflops() > 1.0  # measured, and cached: the same figure twice
+    assert gemm_gflops() == gemm_gflops()
+    rates = step_throughput(
+        {"fact_embeddings": {"tokens": 1e6}, "openie": {"passages": 780}, "synonyms": {}},
+        {"fact_embeddings": 100.0, "openie": 0.5, "openie_process": 10.0},
+        2e7,
+        100.0,
+    )
+    assert rates["fact_embeddings"] == {
+        "tokens": 1e6,
+        "tokens_per_s": 1e4,
+        "limit_tokens_per_s": 5000.0,
+        "share_of_limit": 2.0,
+    }
+    assert rates["openie"] == {"passages": 780, "passages_per_s": 78.0, "cores": 1}
+    assert "synonyms" not in rates
+    assert rates["machine"] == {"gemm_gflops_fp32": 100.0, "encoder_mflops_per_token": 20.0}

@@ -31,6 +31,7 @@ from r2adapter.index.encoder import Encoder, get_encoder
 from r2adapter.index.graph import build_parts, synonym_edges
 from r2adapter.index.openie import OpenIE, get_openie
 from r2adapter.index.synonyms_hnsw import synonym_edges_hnsw, synonym_search
+from r2adapter.index.throughput import flops_per_token, gemm_gflops, step_throughput
 from r2adapter.store import graph_store as gs
 from r2adapter.store.db import connection
 from r2adapter.store.load import load as load_into_db
@@ -101,6 +102,8 @@ class IndexReport:
     counts: dict[str, int] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     shares_index_of: str = ""  # the dataset whose index serves this one (`shared_index`)
+    # each step's throughput beside its limit on this machine (index/throughput.py)
+    throughput: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def to_report(self) -> dict[str, object]:
         """reports/index/<dataset>.json (a DVC metric): these keys, in this order."""
@@ -113,6 +116,7 @@ class IndexReport:
             **({"shares_index_of": self.shares_index_of} if self.shares_index_of else {}),
             **self.counts,
             **{f"seconds_{k}": v for k, v in self.timings.items()},
+            **({"throughput": self.throughput} if self.throughput else {}),
         }
 
     def metrics(self) -> dict[str, float]:
@@ -334,7 +338,8 @@ def build_index(
         enc = get_encoder()
         todo = gs.missing_passage_embeddings(name, enc.name)
         timings["encoder_load"] = time.perf_counter() - t
-        t = time.perf_counter()
+        work: dict[str, dict[str, float]] = {}  # what each step did: texts, tokens, passages
+        t, tok = time.perf_counter(), enc.tokens_encoded
         if todo:
             log(f"embedding {len(todo)} new passages ({len(passages) - len(todo)} already stored)")
             with (
@@ -350,7 +355,12 @@ def build_index(
                     )
                     ids_ = [p.id for p in chunk]
                     store.put(gs.save_passage_embeddings, name, enc.name, ids_, emb)
+            work["passage_embeddings"] = {
+                "texts": len(todo), "tokens": enc.tokens_encoded - tok
+            }  # fmt: skip
         timings["passage_embeddings"] = time.perf_counter() - t
+        if missing:
+            work["openie"] = {"passages": len(missing)}
 
         t = time.perf_counter()
         if beside is not None:
@@ -390,12 +400,14 @@ def build_index(
                 timings[ext.name] = added
         return IndexReport(name, latest.id, False, enc.name, key, latest.counts, timings)
 
-    t = time.perf_counter()
+    t, tok = time.perf_counter(), enc.tokens_encoded
     ent_emb = _embed_cached(enc, "entity", parts.entities, log)
     timings["entity_embeddings"] = time.perf_counter() - t
-    t = time.perf_counter()
+    work["entity_embeddings"] = {"tokens": enc.tokens_encoded - tok}
+    t, tok = time.perf_counter(), enc.tokens_encoded
     _embed_cached(enc, "fact", parts.fact_texts(), log, keep=False)
     timings["fact_embeddings"] = time.perf_counter() - t
+    work["fact_embeddings"] = {"tokens": enc.tokens_encoded - tok}
     t = time.perf_counter()
     if synonym_method == "hnsw":
         log(f"synonym edges of {len(parts.entities)} entities through HNSW")
@@ -418,10 +430,11 @@ def build_index(
     }
     prepared = []
     for ext in extensions:
-        t = time.perf_counter()
+        t, tok = time.perf_counter(), enc.tokens_encoded
         prep = ext.prepare(built, ent_emb)
         counts.update(prep.counts())
         timings[ext.name] = time.perf_counter() - t
+        work[ext.name] = {"tokens": enc.tokens_encoded - tok}  # its embeddings' share
         prepared.append(prep)
     t = time.perf_counter()
     version = gs.write_version(
@@ -431,4 +444,10 @@ def build_index(
     timings["write"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - t0
     gs.update_timings(version, timings)
-    return IndexReport(name, version, True, enc.name, key, counts, timings)
+    rates = step_throughput(
+        {k: v for k, v in work.items() if any(v.values())},
+        timings,
+        flops_per_token(enc.model),
+        gemm_gflops(),
+    )
+    return IndexReport(name, version, True, enc.name, key, counts, timings, throughput=rates)

@@ -58,6 +58,9 @@ class Encoder:
             raise R2AError(f"cannot load encoder '{model}': {str(e).splitlines()[0]}") from None
         self.model.max_seq_length = max_seq_length
         self.batch_size = batch_size
+        # tokens run through the bulk path (`encode` over more than one batch), so a caller
+        # can put a step's tokens/s beside the machine's limit (index/throughput.py)
+        self.tokens_encoded = 0
         dim = self.model.get_embedding_dimension()
         if dim is None:
             raise R2AError(f"encoder '{model}' does not say its embedding dimension")
@@ -158,6 +161,7 @@ class Encoder:
         onnx = self._onnx
         assert onnx is not None
         ids = onnx.tokenize(texts)
+        self.tokens_encoded += sum(map(len, ids))
         order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))  # stable: ties by input
         rows = batch_size or BULK_MAX_ROWS
         batches: list[list[int]] = []
