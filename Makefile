@@ -37,14 +37,17 @@ data: install
 # train both routers → register → promote → evaluate → serve and show one query per route.
 # DVC tracks files, not what the stages leave in Postgres and the MLflow store: on a machine
 # without them (`r2a state` exits 1) the stages that write them are forced once, whatever
-# dvc.lock says (LOCAL_STAGES); the others (label and the development corpora's
-# index-and-label stages, whose outputs are files) are restored from the DVC remote
-# (`--pull`) when dvc.lock matches the code and parameters, and run when it does not
-# (issue 42).
-LOCAL_STAGES := index train promote train_kway promote_kway train_adr promote_adr evaluate
+# dvc.lock says: the index first, then the models and their evaluation (LOCAL_STAGES, each
+# alone: `dvc repro --force` would also force every stage upstream). In between, label and
+# the development corpora's index-and-label stages, whose outputs are files, are restored
+# from the DVC remote (`--pull`) when dvc.lock matches the code and parameters, and run
+# when it does not (issue 42).
+LOCAL_STAGES := train promote train_kway promote_kway train_adr promote_adr evaluate
 run: data
 	$(VENV)/bin/r2a run
-	$(VENV)/bin/r2a state || $(VENV)/bin/dvc repro --pull --force $(LOCAL_STAGES)
+	$(VENV)/bin/r2a state || ( $(VENV)/bin/dvc repro --force --single-item index \
+	  && $(VENV)/bin/dvc repro --pull label corpora \
+	  && $(VENV)/bin/dvc repro --force --single-item $(LOCAL_STAGES) )
 	$(VENV)/bin/dvc repro
 	$(VENV)/bin/dvc metrics show
 	$(VENV)/bin/r2a demo
