@@ -40,7 +40,7 @@ DEFAULT_PG_PORT = 54329
 STAGE = re.compile(r"Running stage '([^']+)'")
 # a stage whose outputs came from the DVC remote (dvc.lock or the run cache matched: the
 # development corpora's on a fresh clone, issue 42): timed as "<name> (restored)"
-RESTORED = re.compile(r"Stage '([^']+)' is cached - skipping run")
+RESTORED = re.compile(r"Stage '([^']+)' is cached - skipping run|Pulling data for stage: '([^']+)'")
 # make echoes each recipe line: `<venv>/bin/r2a run`, `<venv>/bin/dvc repro --force`, ...
 RECIPE = re.compile(r"^\S*\.venv/bin/(r2a|dvc) (\w+)")
 SEGMENT = {
@@ -102,7 +102,7 @@ def stages_of(lines: list[tuple[float, str]], first: str = "make run: before r2a
         new = (
             m.group(1)
             if m
-            else f"{c.group(1)} (restored)"
+            else f"{c.group(1) or c.group(2)} (restored)"
             if c
             else SEGMENT.get((r.group(1), r.group(2)))
             if r
