@@ -469,6 +469,7 @@ def test_a_soft_cap_has_no_step_and_trades_recall_for_overshoot() -> None:
     assert (choose(probs, tau_s, order, 1) == 1).all()
 
 
+@pytest.mark.unit
 def test_questions_are_embedded_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
     """embed_questions: each question once per encoder; the rows in the order asked,
     repeats included; another encoder name embeds again."""
