@@ -156,15 +156,15 @@ def _index(args: argparse.Namespace) -> int:
         rebuild=args.rebuild,
     )
     _emit(args, r.to_report())
-    if args.stamp:
-        _write_json(args.stamp, steps.index_stamp(args.dataset))
+    if args.stamp:  # of the dataset as stored (a folder given by path: its name)
+        _write_json(args.stamp, steps.index_stamp(r.dataset))
     if args.view:
         from pathlib import Path
 
         from r2adapter.retrieve.passage_view import write_view
 
-        saved = write_view(args.dataset, Path(args.view))
-        print(f"{args.dataset}: passage view written to {saved}")
+        saved = write_view(r.dataset, Path(args.view))
+        print(f"{r.dataset}: passage view written to {saved}")
     c = r.counts
     what = "new index version" if r.created else "index up to date, nothing rebuilt:"
     print(

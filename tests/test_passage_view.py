@@ -212,3 +212,20 @@ def test_rebuild_writes_a_new_version_of_the_same_build(
     assert after.counts == before.counts
     bad = run_cli([*args, "--rebuild", "--shards", "2"], pg_env)
     assert bad.returncode != 0 and "--rebuild builds in one process" in bad.stderr
+
+
+@pytest.mark.integration
+def test_stamp_and_view_of_a_dataset_given_by_folder(
+    pg_env: dict[str, str], mini_indexed: str, tmp_path: Path
+) -> None:
+    """A dataset given as a folder: the stamp and the view name it as stored (its name)."""
+    from r2adapter.store.graph_store import require_version
+
+    view, stamp = tmp_path / "view.npz", tmp_path / "stamp.json"
+    args = ["index", "--dataset", mini_indexed, "--openie", "precomputed"]
+    r = run_cli([*args, "--stamp", str(stamp), "--view", str(view)], pg_env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    name = Path(mini_indexed).name
+    assert json.loads(stamp.read_text())["signature"] == require_version(name).signature
+    assert json.loads(stamp.read_text())["dataset"] == name
+    assert pv.read_view(view).dataset == name

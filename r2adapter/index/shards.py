@@ -36,6 +36,7 @@ from r2adapter.index.build import (
     build_index,
     make_openie,
     shared_index,
+    usable_cores,
 )
 from r2adapter.index.encoder import Encoder, get_encoder
 from r2adapter.index.graph import build_parts
@@ -163,7 +164,7 @@ def build_sharded(
     local processes (default: one per shard, at most one per core). `warm` is the shard
     step (a module-level function: the processes are spawned)."""
     check_shards(n_shards)
-    cores = os.cpu_count() or 1
+    cores = usable_cores()  # the cores this process may run on (a pod's, a taskset's)
     workers = min(n_shards, workers or cores)
     threads = max(1, cores // workers)
     t0 = time.perf_counter()
