@@ -36,7 +36,7 @@ from r2adapter.config import kway_params  # noqa: E402
 from r2adapter.evaluate.routing_report import columns  # noqa: E402
 from r2adapter.evaluate.stats import paired_bootstrap  # noqa: E402
 from r2adapter.kway.cascade import Costs, choose, cost_cap, tune_thresholds  # noqa: E402
-from r2adapter.kway.loco import (  # noqa: E402
+from r2adapter.reports.loco import (  # noqa: E402
     _best_fixed,
     _choice,
     _train,

@@ -3,7 +3,7 @@ transferred k-way router's thresholds rise, compared on the training corpora alo
 
 - `edge` (stops 35-40): the smallest margin of `kway.quality_margins` that met the target
   (recall >= best fixed - tolerance at <= its ms) on every nested transfer.
-- `maximin` (`kway/loco.py` `pick_margin` since stop 41): among the margins within the best
+- `maximin` (`reports/loco.py` `pick_margin` since stop 41): among the margins within the best
   fixed strategy's ms on every nested transfer, the least worst recall shortfall (ties: the
   smallest).
 
@@ -36,7 +36,7 @@ if not __package__:  # `python benchmarks/...py`: put the repository root on sys
 from benchmarks.bench_loco_shift import score  # noqa: E402
 from benchmarks.common import finish, new_result, require_db  # noqa: E402
 from r2adapter.config import kway_params  # noqa: E402
-from r2adapter.kway.loco import (  # noqa: E402
+from r2adapter.reports.loco import (  # noqa: E402
     _best_fixed,
     _choice,
     _train,

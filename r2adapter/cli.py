@@ -398,7 +398,7 @@ def _evaluate_kway(args: argparse.Namespace) -> int:
 
 def _evaluate_corpora(args: argparse.Namespace) -> int:
     """`r2a evaluate corpora`: every strategy and router on every corpus (issue 24)."""
-    from r2adapter.kway.corpora import evaluate_corpora, table_lines
+    from r2adapter.reports.corpora import evaluate_corpora, table_lines
 
     r = evaluate_corpora(args.dataset or None, args.budget)
     if _emit(args, r):

@@ -532,7 +532,7 @@ class KwayParams:
     transfer_tolerance: float = 0.005
     # leave one corpus out (`--protocol loco`, issue 40): the route set, budget and margin
     # of the `kway` row are chosen inside each fold, on nested transfers between the
-    # training corpora alone (kway/loco.py `choose_point`): each route a comma-joined list
+    # training corpora alone (reports/loco.py `choose_point`): each route a comma-joined list
     # of strategies, each budget a share of its cost range; a point "holds" when its worst
     # nested recall gap against the best fixed strategy (<= max_passages) is >= -loco_tolerance
     route_candidates: tuple[str, ...] = ()
@@ -738,7 +738,7 @@ class RewriteParams:
     `min_confidence` (r2adapter/rewrite/structural.py CONF_*: 1.0 a pattern's, 0.7 a
     parsed chain's, 0.5 a question word's relation on a name, 0.3 a side name's, 0 a
     function-word relation or an adjective head); with `link_heads` a triplet seeds only
-    when its head is a phrase node of the graph (r2adapter/rewrite/seeding.py). The
+    when its head is a phrase node of the graph (r2adapter/retrieve/seeding.py). The
     defaults keep every triplet, as before; params.yaml holds the values chosen on the
     development folds (docs/corpora.md). `seed_weight` scales the phrase seeds a triplet's
     fact query reaches against the question's own (1.0: as much, as before)."""

@@ -19,9 +19,9 @@ if TYPE_CHECKING:
     from r2adapter.index.build import IndexExtension, IndexReport
     from r2adapter.label.step import LabelResult
     from r2adapter.registry.promote import PromoteResult
-    from r2adapter.registry.register import TrainReport
     from r2adapter.retrieve.base import Hit
     from r2adapter.route.trained import TrainedRouter
+    from r2adapter.twoway.register import TrainReport
 
 register_adr_strategies()  # every step that resolves a retrieval mode finds ADR's
 
@@ -128,7 +128,7 @@ def label(dataset: str, rule: str | None = None) -> LabelResult:
 def train(dataset: str, backbone: str | None = None, **overrides: object) -> TrainReport:
     """Train a router with the periodic threshold search; register it as `candidate`."""
     from r2adapter.config import router_params
-    from r2adapter.registry.register import train_and_register
+    from r2adapter.twoway.register import train_and_register
 
     return train_and_register(dataset_name(dataset), router_params(backbone, None, **overrides))
 
@@ -136,12 +136,12 @@ def train(dataset: str, backbone: str | None = None, **overrides: object) -> Tra
 def train_kway(dataset: str) -> dict[str, Any]:
     """Train the cost-aware router on the strategy labels; register it as `candidate`. Its
     route and budget: chosen on nested transfers between the corpora it trains on when
-    params.yaml names candidates (kway/loco.py `served_point`), else params.yaml's."""
+    params.yaml names candidates (reports/loco.py `served_point`), else params.yaml's."""
     from dataclasses import replace
 
     from r2adapter.config import kway_params
-    from r2adapter.kway.loco import served_point
     from r2adapter.kway.registry import train_and_register_kway
+    from r2adapter.reports.loco import served_point
 
     name = dataset_name(dataset)
     every = kway_params()
@@ -207,7 +207,7 @@ def promote_kway(dataset: str | None = None) -> dict[str, Any]:
 def evaluate_corpora(names: Sequence[str] | None = None) -> dict[str, Any]:
     """Every strategy and the k-way router (left one corpus out) on every labelled corpus:
     reports/corpora/all.{json,png} (issue 24)."""
-    from r2adapter.kway.corpora import evaluate_corpora as run
+    from r2adapter.reports.corpora import evaluate_corpora as run
 
     return run(names)
 
@@ -244,8 +244,8 @@ def evaluate_kway(
     report (r2adapter/evaluate/routing_report.py `plane_report`) is handed its routers
     here: the k-way family's plane, the two-way champions, ADR's rows."""
     from r2adapter.adr.evaluate import merge_adr_rows
-    from r2adapter.evaluate.routing_report import plane_report
     from r2adapter.kway.evaluate import kway_plane
+    from r2adapter.reports.plane import plane_report
 
     name = dataset_name(dataset)
     from r2adapter.route.kinds import TRAINED_ROUTERS
@@ -255,7 +255,7 @@ def evaluate_kway(
     if unknown:
         raise R2AError(f"unknown router {unknown[0]!r}: choose among {', '.join(TRAINED_ROUTERS)}")
     if protocol == "loco":  # leave one corpus out (issue 24): kway only
-        from r2adapter.kway.loco import loco_report
+        from r2adapter.reports.loco import loco_report
 
         report = loco_report(name, budget, profile=profile)
         _loco_adr(name, report)

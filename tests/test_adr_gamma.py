@@ -101,7 +101,7 @@ def test_loco_trains_adr_on_every_other_corpus_and_names_the_command_without_one
 def test_the_union_reads_every_listed_corpus_once(home) -> None:  # type: ignore[no-untyped-def]
     from r2adapter.adr.labels import adr_label_path, export_adr_labels
     from r2adapter.adr.registry import _labels_and_x
-    from r2adapter.kway.registry import training_corpora
+    from r2adapter.label.corpora import training_corpora
 
     assert training_corpora("a", ("b", "a", "c")) == ["a", "b", "c"]
     labels, _ = _labels(30)

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from r2adapter.kway import loco
-from r2adapter.kway.corpora import table_lines
+from r2adapter.reports import loco
+from r2adapter.reports.corpora import table_lines
 
 pytestmark = pytest.mark.unit
 

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from r2adapter.retrieve.seeding import seed_texts, triplet_heads
 from r2adapter.rewrite import Rewriter
 from r2adapter.rewrite.parse import triplet_queries
 from r2adapter.rewrite.score import (
@@ -20,7 +21,6 @@ from r2adapter.rewrite.score import (
     relation_matches,
     triplet_hops,
 )
-from r2adapter.rewrite.seeding import seed_texts, triplet_heads
 from r2adapter.rewrite.structural import CONF_PATTERN, decompose_scored
 
 pytestmark = pytest.mark.unit

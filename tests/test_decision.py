@@ -112,10 +112,10 @@ class Rewriter:
 def test_every_caller_takes_the_same_decision() -> None:
     from r2adapter.adapter import R2Adapter
     from r2adapter.evaluate.routing import time_router
-    from r2adapter.registry.family import TwoWayFamily
     from r2adapter.registry.pyfunc import RouterModel
     from r2adapter.route.family import Champion
     from r2adapter.route.kinds import TRAINED_ROUTERS
+    from r2adapter.twoway.family import TwoWayFamily
 
     router = Hashed()
     p_d, p_g = router.score(QUERIES)

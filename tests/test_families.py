@@ -154,9 +154,9 @@ def test_each_family_routes_into_the_one_record() -> None:
     from r2adapter.adr.router import AdrRouter, SoftmaxHead
     from r2adapter.kway.model import KwayConfig, KwayRouter
     from r2adapter.kway.registry import KwayFamily
-    from r2adapter.registry.family import TwoWayFamily
     from r2adapter.route.base import Router
     from r2adapter.route.kinds import TRAINED_ROUTERS
+    from r2adapter.twoway.family import TwoWayFamily
 
     x = np.array([[5.0, 0.0], [0.1, 0.0]])
     adr = AdrRouter(SoftmaxHead(np.array([[1.0, 0], [0, 1.0], [0, 0]]), np.zeros(3)), 0.75, "m")

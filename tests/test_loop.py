@@ -120,7 +120,7 @@ def test_dvc_indexes_and_labels_the_corpora_the_families_train_on(
 def test_an_extra_corpus_without_labels_is_left_out_with_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from r2adapter.kway.registry import training_corpora
+    from r2adapter.label.corpora import training_corpora
 
     (tmp_path / "b.jsonl").write_text("{}\n")
     path = lambda c: tmp_path / f"{c}.jsonl"  # noqa: E731

@@ -99,7 +99,7 @@ def champion(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
     """A real trained two-way router, registered in a fresh MLflow store and made champion:
     the environment and the version."""
     from r2adapter.registry.models import client
-    from r2adapter.registry.register import train_and_register
+    from r2adapter.twoway.register import train_and_register
 
     home = tmp_path_factory.mktemp("home")
     env = {

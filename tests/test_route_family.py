@@ -73,8 +73,8 @@ class FakeTwoWay:
 
 
 def test_two_way_routes_follow_eqs_4_and_7_and_carry_the_embedding() -> None:
-    from r2adapter.registry.family import TwoWayFamily
     from r2adapter.route.kinds import TRAINED_ROUTERS
+    from r2adapter.twoway.family import TwoWayFamily
 
     fam = TwoWayFamily(next(iter(TRAINED_ROUTERS.values())))
     qs = [

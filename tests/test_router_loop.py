@@ -170,7 +170,7 @@ def test_mlflow_run_has_curves_and_label_hash(mini: dict[str, str]) -> None:
 
 def test_single_class_labels_refused_and_aliases_kept(mini: dict[str, str], tmp_path: Path) -> None:
     from r2adapter.registry.models import alias_version
-    from r2adapter.registry.register import train_and_register
+    from r2adapter.twoway.register import train_and_register
 
     before = alias_version("r2a_embed", "candidate")
     good = read_labels(settings().root / "labels" / "musmini.jsonl")
@@ -209,8 +209,8 @@ def test_bad_inputs_one_line(mini: dict[str, str], tmp_path: Path) -> None:
 def test_router_with_dense_evidence_on_onnx(mini: dict[str, str]) -> None:
     """What params.yaml asks of the pipeline's r2a: dense evidence, served on ONNX Runtime."""
     from r2adapter.registry.models import alias_version, load_router
-    from r2adapter.registry.register import train_and_register
     from r2adapter.retrieve.graph_index import GRAPHS
+    from r2adapter.twoway.register import train_and_register
 
     champion = alias_version("r2a", "champion")
     p = router_params("minilm", features=("title_cover",), runtime="onnx", normalize=True, epochs=1)

@@ -1,4 +1,4 @@
-"""The routing report over every router (r2adapter/evaluate/routing_report.py
+"""The routing report over every router (r2adapter/reports/plane.py
 `plane_report`) on a plane built by hand: it takes its routers from the caller (a family's
 plane, the champions, other families' rows) and reaches up to none of them."""
 
@@ -13,6 +13,8 @@ import pytest
 
 from r2adapter.errors import R2AError
 from r2adapter.evaluate import routing_report as rr
+from r2adapter.reports import plane as plane_module
+from r2adapter.reports.plane import plane_report
 
 pytestmark = pytest.mark.unit
 
@@ -61,9 +63,9 @@ class _Ner:
 
 
 def test_the_report_takes_its_routers_from_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(rr, "db_labels", lambda *a, **k: [])
-    monkeypatch.setattr(rr, "NERRouter", _Ner)
-    monkeypatch.setattr(rr, "graphs", lambda: None)
+    monkeypatch.setattr(plane_module, "db_labels", lambda *a, **k: [])
+    monkeypatch.setattr(plane_module, "NERRouter", _Ner)
+    monkeypatch.setattr(plane_module, "graphs", lambda: None)
 
     class Router:
         def bind(self, dataset: str, graphs: Any) -> None: ...
@@ -81,7 +83,7 @@ def test_the_report_takes_its_routers_from_the_caller(monkeypatch: pytest.Monkey
         notes.append(f"adr: {dataset} {protocol}")
 
     plane = _plane()
-    rep = rr.plane_report(plane, champion, ("r2a", "r2a_embed"), extra=(adr_rows,))
+    rep = plane_report(plane, champion, ("r2a", "r2a_embed"), extra=(adr_rows,))
     routers = rep["routers"]
     # the fixed strategies, then kway from the plane, then the two-way champion with and
     # without the rewrite, the baseline, the oracles, the other family's rows

@@ -4,7 +4,7 @@ names of the routing report (r2adapter/evaluate/routing_report.py `router_figure
 computed from the ADR labels on exactly the report's queries (r2adapter/steps.py hands
 `merge_adr_rows` to the report).
 
-- cv5: the head is trained out of fold (r2adapter/evaluate/folds.py `fold_of`): in fold k
+- cv5: the head is trained out of fold (r2adapter/data/splits.py `fold_of`): in fold k
   on every other fold, scored on fold k.
 - test: trained on the train and val splits, scored on the test split.
 - all: the registered champion (`r2a-router-adr@champion`, trained on its own corpus, the
@@ -45,8 +45,8 @@ from r2adapter.adr.labels import AdrLabel, figures, read_adr_labels
 from r2adapter.adr.operators import OPERATORS
 from r2adapter.adr.router import Decision, SoftmaxHead, decide, fallback_share
 from r2adapter.config import AdrParams, adr_params
+from r2adapter.data.splits import N_FOLDS, fold_of
 from r2adapter.errors import R2AError
-from r2adapter.evaluate.folds import N_FOLDS, fold_of
 from r2adapter.evaluate.stats import ratio_interval
 from r2adapter.evaluate.timing import time_per_query
 

@@ -25,8 +25,8 @@ import numpy as np
 from r2adapter.adr.labels import AdrLabel
 from r2adapter.adr.router import SoftmaxHead, decide, fit_head
 from r2adapter.config import AdrParams
+from r2adapter.data.splits import N_FOLDS, fold_of
 from r2adapter.errors import R2AError
-from r2adapter.evaluate.folds import N_FOLDS, fold_of
 
 __all__ = [
     "COMPLEX",

@@ -24,8 +24,8 @@ from r2adapter.adr.operators import OPERATORS, AdrOperators
 from r2adapter.config import AdrParams, adr_params, settings
 from r2adapter.data.metrics import full_chain, recall_at_k
 from r2adapter.errors import R2AError
-from r2adapter.kway.labels import Outcome as OperatorOutcome  # one operator on one query
 from r2adapter.label.jsonl import read_label_lines, write_label_lines
+from r2adapter.label.outcome import Outcome as OperatorOutcome  # one operator on one query
 
 FORMAT = 1
 K = 5  # Recall@5 and FCR@5, as every other strategy is reported

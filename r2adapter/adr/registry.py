@@ -22,8 +22,9 @@ from r2adapter.adr.labels import AdrLabel, adr_label_path, figures, read_adr_lab
 from r2adapter.adr.router import AdrRouter, decide
 from r2adapter.config import AdrParams, adr_params
 from r2adapter.errors import R2AError
-from r2adapter.kway.registry import COST_TOLERANCE, RECALL_TOLERANCE, training_corpora
-from r2adapter.kway.registry import gate as kway_gate
+from r2adapter.label.corpora import training_corpora
+from r2adapter.registry.promote import COST_TOLERANCE, RECALL_TOLERANCE
+from r2adapter.registry.promote import gate as cost_gate
 from r2adapter.route.family import Encode, Route, query_vectors
 
 MODEL = "r2a-router-adr"
@@ -122,7 +123,7 @@ def load_adr(alias: str = "champion", version: str | None = None) -> tuple[AdrRo
 def gate(cand: Mapping[str, float], champ: Mapping[str, float]) -> tuple[bool, list[str]]:
     """The k-way gate (recall, ms, passages) plus ADR's own terms: FCR not worse, context
     tokens not costlier."""
-    ok, why = kway_gate(cand, champ)
+    ok, why = cost_gate(cand, champ)
     if cand["fcr"] < champ["fcr"] - RECALL_TOLERANCE:
         why.append(f"fcr {cand['fcr']:.3f} < champion {champ['fcr']:.3f}")
     if cand["mean_tokens"] > champ["mean_tokens"] * (1 + COST_TOLERANCE):

@@ -14,7 +14,7 @@ def split_of(query_id: str, fractions: tuple[float, float, float] = (0.8, 0.1, 0
     return "val" if bucket < fractions[0] + fractions[1] else "test"
 
 
-N_FOLDS = 5  # k-fold cross-validation over all labelled queries (evaluate/folds.py)
+N_FOLDS = 5  # k-fold cross-validation over all labelled queries (r2adapter/twoway/folds.py)
 
 
 def fold_of(query_id: str, n_folds: int = N_FOLDS) -> int:

@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 if TYPE_CHECKING:  # only a type here: drawing the routing plane needs no Lightning
-    from r2adapter.train.callbacks import SearchHistory
+    from r2adapter.route.threshold import SearchHistory
 
 
 def plot_threshold_search(history: SearchHistory, path: Path) -> Path:

@@ -4,7 +4,7 @@ every router (the fixed strategies, the two-way routers, the baselines, the orac
 rows, the paired intervals) is r2adapter/evaluate/routing_report.py `plane_report`, to which
 r2adapter/steps.py hands this plane.
 
-- cv5: 5-fold cross-validation over all labelled queries (r2adapter/evaluate/folds.py): in
+- cv5: 5-fold cross-validation over all labelled queries (r2adapter/data/splits.py): in
   fold k the k-way heads and their thresholds are trained on the other folds (fold k+1
   validates), and scored on fold k; every figure is out of fold. Also here: the frontier
   (a router trained under each budget), the feature ablation, routing over every labelled
@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 
 from r2adapter.config import KwayParams, kway_params
+from r2adapter.data.splits import N_FOLDS, fold_of, fold_roles
 from r2adapter.errors import R2AError
-from r2adapter.evaluate.folds import N_FOLDS, fold_of, fold_roles
 from r2adapter.evaluate.routing_report import (
     Plane,
     budgeted_oracle,

@@ -33,25 +33,10 @@ from r2adapter.kway.strategies import (
     strategy_table,
 )
 from r2adapter.label.jsonl import read_label_lines, write_label_lines
+from r2adapter.label.outcome import Outcome
 from r2adapter.store.cpu_time import CpuMeter, one_thread
 
 FORMAT = 1  # bumped when a record's fields change: an older file asks for a relabel
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """One strategy on one query: `tokens` its passages' tokens in the retrieval encoder's
-    tokenizer (context size), `prompt_tokens` the whole prompt the reader is sent in the
-    reader's tokenizer (r2adapter/kway/costs.py), `llm_calls` the calls the strategy makes
-    itself."""
-
-    passages: list[str]
-    recall: float
-    full: float
-    tokens: int
-    ms: float
-    prompt_tokens: int = 0
-    llm_calls: int = 0
 
 
 @dataclass

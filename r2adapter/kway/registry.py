@@ -7,22 +7,21 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from r2adapter.config import KwayParams, kway_params
 from r2adapter.errors import R2AError
+from r2adapter.label.corpora import training_corpora
+from r2adapter.registry.promote import gate
 from r2adapter.route.family import Encode, Route, query_vectors
 
 log = logging.getLogger(__name__)
 
 MODEL = "r2a-router-kway"
-RECALL_TOLERANCE = 0.005  # recall may drop at most this much
-COST_TOLERANCE = 0.05  # mean ms and mean passages may rise at most this share
 
 
 @dataclass
@@ -33,31 +32,6 @@ class SplitData:
     questions: list[str]
     qvecs: np.ndarray
     corpora: list[str] = field(default_factory=list)  # whose labels these are
-
-
-def training_corpora(
-    dataset: str, extra: Sequence[str], label_path: Callable[[str], Path] | None = None
-) -> list[str]:
-    """The training dataset, then the `extra` corpora (kway/adr.train_corpora), once each.
-    With `label_path` (the family's label file of a corpus), an extra corpus without its
-    labels here is left out with one warning naming the command that writes them (the loop's
-    `corpora` step does, and the Kubeflow pipeline's `corpora` task ships them to the
-    trainers)."""
-    names = list(dict.fromkeys([dataset, *extra]))
-    if label_path is None:
-        return names
-    kept = [dataset]
-    for c in names[1:]:
-        path = label_path(c)
-        if path.is_file():
-            kept.append(c)
-            continue
-        log.warning(
-            "%s: no labels at %s: left out of the union (run `r2a index --dataset %s` and "
-            "`r2a label --dataset %s`)",
-            *(c, path, c, c),
-        )
-    return kept
 
 
 def split_data(dataset: str, p: KwayParams) -> SplitData:
@@ -173,18 +147,6 @@ def load_kway(alias: str = "champion", version: str | None = None) -> tuple[Any,
         "`r2a train --router kway` then `r2a promote --router kway`",
         version=version,
     )
-
-
-def gate(cand: Mapping[str, float], champ: Mapping[str, float]) -> tuple[bool, list[str]]:
-    why = []
-    if cand["recall"] < champ["recall"] - RECALL_TOLERANCE:
-        why.append(f"recall {cand['recall']:.3f} < champion {champ['recall']:.3f}")
-    for k in ("mean_cost", "mean_ms", "mean_passages"):
-        if k not in cand or k not in champ:
-            continue  # a champion from before a figure was recorded is not judged on it
-        if cand[k] > champ[k] * (1 + COST_TOLERANCE):
-            why.append(f"{k} {cand[k]:.2f} > champion {champ[k]:.2f}")
-    return not why, why
 
 
 class KwayFamily:

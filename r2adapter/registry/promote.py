@@ -5,7 +5,7 @@ champion (another operating point, not a rival) does so without a comparison."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +14,23 @@ from r2adapter.data.metrics import metric_key
 from r2adapter.errors import R2AError
 from r2adapter.registry.models import candidate_of, client, version_by_alias
 from r2adapter.route.family import RouterFamily
+
+RECALL_TOLERANCE = 0.005  # a candidate's recall may drop at most this much
+COST_TOLERANCE = 0.05  # its mean cost, ms and passages may rise at most this share
+
+
+def gate(cand: Mapping[str, float], champ: Mapping[str, float]) -> tuple[bool, list[str]]:
+    """The cost gate the k-way router and ADR share: recall within RECALL_TOLERANCE of the
+    champion's, each cost figure within COST_TOLERANCE of it."""
+    why = []
+    if cand["recall"] < champ["recall"] - RECALL_TOLERANCE:
+        why.append(f"recall {cand['recall']:.3f} < champion {champ['recall']:.3f}")
+    for k in ("mean_cost", "mean_ms", "mean_passages"):
+        if k not in cand or k not in champ:
+            continue  # a champion from before a figure was recorded is not judged on it
+        if cand[k] > champ[k] * (1 + COST_TOLERANCE):
+            why.append(f"{k} {cand[k]:.2f} > champion {champ[k]:.2f}")
+    return not why, why
 
 
 @dataclass

@@ -289,7 +289,7 @@ class GraphRetriever(Retriever):
         vec = self.encoder.encode_query(query) if qvec is None else qvec
         texts: list[str] = []
         if self.seed_triplets:  # rewrite.link_heads: only heads the graph knows (issue 24)
-            from r2adapter.rewrite.seeding import seed_texts
+            from r2adapter.retrieve.seeding import seed_texts
 
             link = self.rewrite.link_heads if self.link_heads is None else self.link_heads
             texts = seed_texts(query, self.cache.get(self.dataset), link)

@@ -1,5 +1,5 @@
 """The router-family protocol: what every family of trained routers offers the registry, the
-loop and the CLI — the two-way routers (r2adapter/registry/family.py), the k-way router
+loop and the CLI — the two-way routers (r2adapter/twoway/family.py), the k-way router
 (r2adapter/kway/registry.py) and ADR's head (r2adapter/adr/registry.py) each implement it,
 and r2adapter/families.py holds the one table of them. RouteLLM's `Router` base class, one
 `route(prompt, threshold)` for every router, is the model.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -61,3 +61,19 @@ def search_threshold(
     return ThresholdSearch(
         taus, scores, f1s, recalls, usage, float(taus[best]), float(scores[best]), max_usage
     )
+
+
+@dataclass
+class SearchPoint:
+    step: int
+    search: ThresholdSearch
+    val_pr: tuple[np.ndarray, np.ndarray]  # precision, recall over decision margins
+
+
+@dataclass
+class SearchHistory:
+    points: list[SearchPoint] = field(default_factory=list)
+    best_step: int = -1
+    best_tau: float = 0.0
+    best_score: float = -1.0
+    stopped_at: int = -1  # the step training stopped at for want of progress (-1: it did not)

@@ -3,29 +3,12 @@
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
 from typing import Any
 
 import lightning as L
 import numpy as np
 
-from r2adapter.route.threshold import ThresholdSearch, f1_recall, search_threshold
-
-
-@dataclass
-class SearchPoint:
-    step: int
-    search: ThresholdSearch
-    val_pr: tuple[np.ndarray, np.ndarray]  # precision, recall over decision margins
-
-
-@dataclass
-class SearchHistory:
-    points: list[SearchPoint] = field(default_factory=list)
-    best_step: int = -1
-    best_tau: float = 0.0
-    best_score: float = -1.0
-    stopped_at: int = -1  # the step training stopped at for want of progress (-1: it did not)
+from r2adapter.route.threshold import SearchHistory, SearchPoint, f1_recall, search_threshold
 
 
 class PeriodicThresholdSearch(L.Callback):

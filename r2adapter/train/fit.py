@@ -15,8 +15,9 @@ from r2adapter.errors import R2AError
 from r2adapter.label.annotate import LabelRecord
 from r2adapter.retrieve.graph_index import GRAPHS
 from r2adapter.route.evidence import DenseEvidence
+from r2adapter.route.threshold import SearchHistory
 from r2adapter.route.trained import RouterConfig, TrainedRouter, build_net
-from r2adapter.train.callbacks import PeriodicThresholdSearch, SearchHistory
+from r2adapter.train.callbacks import PeriodicThresholdSearch
 from r2adapter.train.data import RouterDataModule
 from r2adapter.train.module import RouterModule
 

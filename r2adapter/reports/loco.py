@@ -35,7 +35,6 @@ from r2adapter.evaluate.routing_report import (
     cost_of,
     graphs,
     oracle_choice,
-    paired_rows,
     router_figures,
     with_two_way,
 )
@@ -45,6 +44,7 @@ from r2adapter.kway.costs import price
 from r2adapter.kway.evaluate import _embed, _features, _fit, _time_kway, calibrate_kway
 from r2adapter.kway.labels import outcome_matrix, read_strategy_labels, strategy_label_path
 from r2adapter.kway.strategies import strategy_table
+from r2adapter.reports.plane import paired_rows
 
 
 def training_corpora(held_out: str, corpora: Sequence[str] | None = None) -> list[str]:
@@ -543,11 +543,11 @@ def best_fixed_comparison(
 def served_point(dataset: str, every: KwayParams) -> tuple[tuple[str, ...], float] | None:
     """The served router's route and budget when params.yaml names candidates
     (`kway.route_candidates`): chosen as leave-one-out chooses its `kway` row, on nested
-    transfers between the corpora it trains on (kway/loco.py `choose_point`); None: the
+    transfers between the corpora it trains on (reports/loco.py `choose_point`); None: the
     route and budget of params.yaml."""
     if not every.route_candidates:
         return None
-    from r2adapter.kway.registry import training_corpora as served_corpora
+    from r2adapter.label.corpora import training_corpora as served_corpora
 
     corpora = served_corpora(dataset, every.train_corpora, strategy_label_path)
     names, table, data = read_corpora(corpora, every)

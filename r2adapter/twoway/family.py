@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from r2adapter.label.annotate import LabelRecord
     from r2adapter.label.step import LabelResult
     from r2adapter.registry.models import Gate
-    from r2adapter.registry.register import TrainReport
     from r2adapter.route.trained import TrainedRouter
+    from r2adapter.twoway.register import TrainReport
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class TwoWayFamily:
 
     def fit(self, dataset: str, params: Any = None) -> TrainReport:
         from r2adapter.config import router_params
-        from r2adapter.registry.register import train_and_register
+        from r2adapter.twoway.register import train_and_register
 
         return train_and_register(dataset, params or router_params(self.kind.backbone, None))
 

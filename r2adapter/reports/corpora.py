@@ -4,7 +4,7 @@ For each corpus (every shipped one with strategy labels, or those named; a datas
 works too): every fixed strategy (`always_<strategy>`, from its strategy labels), the k-way
 router left-one-corpus-out at both operating points (`kway_loco` the quality point,
 `kway_served_loco` the served one; trained on the other labelled corpora, transferred
-label-free: r2adapter/kway/loco.py) and the per-query oracle, each paired against the
+label-free: r2adapter/reports/loco.py) and the per-query oracle, each paired against the
 corpus's best fixed strategy at no more passages (95% bootstrap intervals on the same
 queries). Saved as reports/corpora/all.{json,png}, a table on stdout.
 
@@ -49,7 +49,7 @@ def corpus_figures(dataset: str, budget: float | None = None) -> dict[str, Any]:
     from r2adapter.evaluate.routing_report import oracle_choice, with_two_way
     from r2adapter.evaluate.stats import paired_bootstrap
     from r2adapter.kway.labels import outcome_matrix, read_strategy_labels, strategy_label_path
-    from r2adapter.kway.loco import loco_report
+    from r2adapter.reports.loco import loco_report
 
     if not strategy_label_path(dataset).is_file():
         return no_gold_costs(dataset)
