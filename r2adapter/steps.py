@@ -258,7 +258,7 @@ def evaluate_kway(
         from r2adapter.reports.loco import loco_report
 
         report = loco_report(name, budget, profile=profile)
-        _loco_adr(name, report)
+        _loco_adr(name, report, profile)
     else:
         if profile is not None:
             raise R2AError("--cost-profile applies to --protocol loco")
@@ -271,7 +271,7 @@ def evaluate_kway(
     return report
 
 
-def _loco_adr(name: str, report: dict[str, Any]) -> None:
+def _loco_adr(name: str, report: dict[str, Any], profile: str | None = None) -> None:
     """ADR's head left out the same way (trained on the other corpora's ADR labels), its
     rows beside the k-way router's on the held-out corpus's ADR-labelled queries."""
     from r2adapter.adr.evaluate import merge_adr_rows
@@ -282,7 +282,7 @@ def _loco_adr(name: str, report: dict[str, Any]) -> None:
         notes.append(f"adr: no ADR labels for {name}: run `r2a adr label --dataset {name}`")
         return
     ids = [lab.query_id for lab in read_adr_labels(name)]
-    merge_adr_rows(name, "loco", ids, routers, notes)
+    merge_adr_rows(name, "loco", ids, routers, notes, profile)
 
 
 def evaluate_routing(

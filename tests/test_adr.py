@@ -234,3 +234,25 @@ def test_llm_insights_keep_the_extractive_text_when_a_call_fails() -> None:
     out, fallbacks = write_with(llm, ["A: she married him.", "B: x.", "C: y."], timeout=1.0)
     assert out == ["Ann Lee married Bob Ray.", "B: x.", "C: y."]
     assert fallbacks == 2
+
+
+def test_adr_rows_are_priced_under_each_cost_profile() -> None:
+    """ADR's rows carry mean_cost and costs_by_profile beside the k-way rows (issue 40's
+    R-traffic compares every always_* row by mean_cost): a dearer prompt costs more under
+    `tokens`, and `retrieval` prices the ms alone."""
+    from r2adapter.adr.evaluate import priced_rows
+    from r2adapter.config import cost_params
+
+    rows = {
+        "always_adr_simple": {"mean_ms": 10.0, "mean_prompt_tokens": 200.0},
+        "always_adr_complex": {"mean_ms": 10.0, "mean_prompt_tokens": 900.0},
+        "no_prompt": {"mean_ms": 3.0},
+    }
+    out = priced_rows(rows, "tokens")
+    simple, complex_ = out["always_adr_simple"], out["always_adr_complex"]
+    assert complex_["mean_cost"] > simple["mean_cost"] > 0
+    assert simple["costs_by_profile"]["retrieval"] == pytest.approx(10.0)
+    tokens = cost_params().priced("tokens")
+    want = tokens.price(10.0, 900.0, cost_params().answer_tokens)
+    assert complex_["costs_by_profile"]["tokens"] == pytest.approx(want)
+    assert "mean_cost" not in out["no_prompt"]

@@ -256,9 +256,11 @@ def merge_adr_rows(
     query_ids: Sequence[str],
     routers: dict[str, dict[str, Any]],
     notes: list[str],
+    profile: str | None = None,
 ) -> None:
     """The routing report's hook: ADR's rows merged into `routers` when the dataset has ADR
-    labels; otherwise (or on any failure) a note, never a failed report."""
+    labels, each priced under the cost profile `profile` (`priced_rows`); otherwise (or on
+    any failure) a note, never a failed report."""
     from r2adapter.adr.labels import adr_label_path
 
     if not adr_label_path(dataset).is_file():
@@ -272,8 +274,37 @@ def merge_adr_rows(
     except Exception as e:  # the report stands without ADR; the note says why
         notes.append(f"adr: not reported: {type(e).__name__}: {e}")
         return
-    routers.update(rows)
+    routers.update(priced_rows(rows, profile))
     notes.extend(more)
+    notes.append(
+        "adr: mean_cost prices each row's mean ms and prompt tokens under the cost profile; "
+        "ADR's context tokens are counted in adr.tokenizer (default the encoder's), not the "
+        "reader's, and its ms are the labelled wall ms, not kway.cost's CPU ms"
+    )
+
+
+def priced_rows(
+    rows: dict[str, dict[str, Any]], profile: str | None = None
+) -> dict[str, dict[str, Any]]:
+    """Each row with `mean_cost` (under `profile`, default params.yaml cost.profile) and
+    `costs_by_profile`: its mean ms and mean prompt tokens priced, plus the answer's tokens
+    (the profiles are linear, so the mean of the costs is the cost of the means). ADR's
+    operators make no LLM call of their own (extractive insights, the default)."""
+    from r2adapter.config import COST_PROFILES, cost_params
+
+    cp = cost_params()
+    for row in rows.values():
+        if "mean_prompt_tokens" not in row:
+            continue
+        args = (row["mean_ms"], row["mean_prompt_tokens"], cp.answer_tokens)
+        row["mean_cost"] = float(cp.priced(profile).price(*args))
+        row["costs_by_profile"] = {}
+        for n in COST_PROFILES:
+            try:
+                row["costs_by_profile"][n] = float(cp.priced(n).price(*args))
+            except R2AError:  # a profile without its prices (local before it is measured)
+                continue
+    return rows
 
 
 def _llm_row(
