@@ -148,7 +148,7 @@ def test_the_heads_learn_a_planted_signal_and_survive_save_load(tmp_path: Path) 
 
     router, hist = fit_kway(x[tr], suitable[tr], x[va], rows(va), rows(tr), p.strategies, p)
     assert hist.best_step > 0 and router.cfg.fallback == "graph@5"
-    ch = choose(router.probs(x[te]), router.tau, router.order, router.fallback_ix)
+    ch = router.choose(x[te])
     assert recall[te][np.arange(len(te)), ch].mean() >= 0.9  # routed, not always one
     assert 0.2 < (ch == 0).mean() < 0.9
     router.save(tmp_path / "r")
@@ -191,7 +191,7 @@ def test_transfer_prices_the_strategies_at_the_new_corpus_own_ms() -> None:
     p = kway_params(strategies=cfg.strategies, route=(), budget=0.4)
     plug = calibrate_kway(router, x, 0.4, p, notes, new_ms, ps)
     assert "plug-in" in notes[-1]
-    ch = choose(plug.probs(x), plug.tau, plug.order, plug.fallback_ix)
+    ch = plug.choose(x)
     assert new_ms[ch].mean() <= cost_cap(new_ms, 0.4) + 1e-9  # 18 ms
     assert (ch == 1).mean() > 0.3 and (ch == 2).mean() < 0.2  # the cheap graph is used
     assert plug.cfg.mean_ms == (10.0, 12.0, 30.0)

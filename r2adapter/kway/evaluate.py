@@ -124,14 +124,14 @@ def _oof_kway(
         tr, va, te = (np.where(role == r)[0] for r in ("train", "val", "test"))
         router = _fit(x, m, tr, va, table, p, dataset)
         routers.append(router)
-        choice[te] = choose(router.probs(x[te]), router.tau, router.order, router.fallback_ix)
+        choice[te] = router.choose(x[te])
         for b in budgets:  # each budget trained for (heads and τ), as a user would run it
             rb = (
                 router
                 if b == p.budget
                 else _fit(x, m, tr, va, table, replace(p, budget=b), dataset)
             )
-            frontier[b][te] = choose(rb.probs(x[te]), rb.tau, rb.order, rb.fallback_ix)
+            frontier[b][te] = rb.choose(x[te])
     return choice, frontier, routers
 
 
@@ -214,14 +214,12 @@ def kway_plane(
             kr = calibrate_kway(served, x, b, p, notes, *prices)
         kr.bind(dataset, graphs())
         lat = _time_kway(kr, labels, qv)
-        choice_k = choose(kr.probs(x), kr.tau, kr.order, kr.fallback_ix)
+        choice_k = kr.choose(x)
         if protocol == "all" and ablate:
             # the other transfer rule on the same queries (kway.transfer)
             other = "shift" if p.transfer == "plugin" else "plugin"
             alt = calibrate_kway(served, x, b, replace(p, transfer=other), [], *prices)
-            ch = np.array(
-                [kway_cols[c] for c in choose(alt.probs(x), alt.tau, alt.order, alt.fallback_ix)]
-            )
+            ch = np.array([kway_cols[c] for c in alt.choose(x)])
             ablation[f"transfer_{other}"] = router_figures(ch, lat, m, table)
     return Plane(
         dataset=dataset,

@@ -82,9 +82,14 @@ class KwayRouter:
         z = ((x - self.mean) / self.std) @ self.w + self.b
         return 1.0 / (1.0 + np.exp(-z))
 
+    def choose(self, x: np.ndarray, tau: np.ndarray | None = None) -> np.ndarray:
+        """(n,) strategy index per row of features `x`: the cascade's choice (kway/cascade.py
+        `choose`) at this router's τ, or at `tau` (a calibrated or searched one)."""
+        return choose(self.probs(x), self.tau if tau is None else tau, self.order, self.fallback_ix)
+
     def decide(self, questions: Sequence[str], qvecs: np.ndarray) -> KwayDecision:
         p = self.probs(self.features(questions, qvecs))
-        picked = choose(p, self.tau, self.order, self.fallback_ix)
+        picked = choose(p, self.tau, self.order, self.fallback_ix)  # what self.choose does
         names = [self.cfg.strategies[i] for i in picked]
         clears = (p >= self.tau[None, :]).any(axis=1)
         return KwayDecision(

@@ -72,12 +72,11 @@ def corpus_split_data(dataset: str, p: KwayParams) -> SplitData:
 
 def test_figures(router: Any, d: SplitData) -> dict[str, float]:
     """Recall, FCR, mean ms, passages and tokens of the router's choices on the test split."""
-    from r2adapter.kway.cascade import choose
 
     te = np.where(d.split == "test")[0]
     if not len(te):
         return {}
-    ch = choose(router.probs(d.x[te]), router.tau, router.order, router.fallback_ix)
+    ch = router.choose(d.x[te])
     rows = np.arange(len(te))
     return {
         "recall": float(d.m["recall"][te][rows, ch].mean()),

@@ -39,7 +39,6 @@ from r2adapter.evaluate.routing_report import (
     with_two_way,
 )
 from r2adapter.evaluate.stats import paired_bootstrap, ratio_interval
-from r2adapter.kway.cascade import choose
 from r2adapter.kway.costs import price
 from r2adapter.kway.evaluate import _embed, _features, _fit, _time_kway, calibrate_kway
 from r2adapter.kway.labels import outcome_matrix, read_strategy_labels, strategy_label_path
@@ -180,7 +179,7 @@ def _transfer(router: Any, d: _Corpus, cols: list[int], p: KwayParams, notes: li
 
 def _choice(kr: Any, x: np.ndarray, margin: float, cols: list[int]) -> np.ndarray:
     tau = np.clip(kr.tau + margin, 0.0, 1.0)
-    return np.array([cols[c] for c in choose(kr.probs(x), tau, kr.order, kr.fallback_ix)])
+    return np.array([cols[c] for c in kr.choose(x, tau)])
 
 
 def _best_fixed(m: dict[str, np.ndarray], passages: float) -> int:
