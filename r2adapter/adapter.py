@@ -78,12 +78,13 @@ class R2Adapter:
         own, eqs. 4 and 7; or the k-way router over every strategy), through its family's
         `route` (r2adapter/route/family.py); `others`: retrievers of further strategies
         (STRATEGIES, e.g. catrag) a caller or a k-way strategy may name."""
-        from r2adapter.kway.fusion import FusionRetriever
-
         self.routing, self.dense, self.graph, self.encoder = routing, dense, graph, encoder
         self.rewriter, self.answerer = rewriter, answerer
         self.retrievers: dict[str, Retriever] = {"dense": dense, "graph": graph, **(others or {})}
-        self.retrievers.setdefault("fusion", FusionRetriever(dense, graph))
+        for name, s in STRATEGIES.items():  # a composite (fusion) from the retrievers held
+            if s.compose is not None and name not in self.retrievers:
+                if all(b in self.retrievers for b in s.bases):
+                    self.retrievers[name] = s.compose(*(self.retrievers[b] for b in s.bases))
 
     def route(self, query: str) -> Route:
         """The champion's decision for one query; a router that reads the retrieval

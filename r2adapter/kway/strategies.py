@@ -20,11 +20,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from r2adapter.errors import R2AError
+from r2adapter.retrieve.fusion import rrf
 from r2adapter.retrieve.strategies import GRAPH_STRATEGIES, STRATEGIES
 
-# composite retrievers: name → the base retrievers whose rankings it fuses
-FUSED: dict[str, tuple[str, ...]] = {"fusion": ("dense", "graph")}
 REWRITTEN = "+rw"  # `<graph retriever>+rw`: that retriever on the query's structural rewrite
+
+
+def fused_bases(retriever: str) -> tuple[str, ...]:
+    """The base retrievers a composite retriever of the table fuses (fusion: dense, graph);
+    () for a plain one."""
+    known = STRATEGIES.get(retriever)
+    return known.bases if known is not None else ()
 
 
 def split_rewritten(retriever: str) -> tuple[str, bool]:
@@ -43,7 +49,7 @@ class Strategy:
     @property
     def bases(self) -> tuple[str, ...]:
         """The base retrievers this strategy runs."""
-        return FUSED.get(self.retriever, (self.retriever,))
+        return fused_bases(self.retriever) or (self.retriever,)
 
     @property
     def graph_side(self) -> bool:
@@ -64,8 +70,8 @@ class Strategy:
 def parse_strategy(name: str) -> Strategy:
     retriever, _, k = name.partition("@")
     base, rewritten = split_rewritten(retriever)
-    if base not in STRATEGIES and base not in FUSED:
-        known = ", ".join([*STRATEGIES, *FUSED])
+    if base not in STRATEGIES:
+        known = ", ".join(STRATEGIES)
         raise R2AError(
             f"kway.strategies: {name!r} names retriever {retriever!r}, which does not exist: "
             f"known are {known}, and {REWRITTEN} after a graph retriever"
@@ -93,18 +99,9 @@ def base_retrievers(table: Sequence[Strategy]) -> tuple[str, ...]:
     return tuple(r for r in order if r in needed)
 
 
-def rrf(rankings: Sequence[Sequence[str]], rrf_k: int = 60, depth: int = 20) -> list[str]:
-    """Reciprocal-rank fusion: Σ 1/(rrf_k + rank) over the rankings (ties: first seen)."""
-    score: dict[str, float] = {}
-    for ranking in rankings:
-        for rank, pid in enumerate(ranking, 1):
-            score[pid] = score.get(pid, 0.0) + 1.0 / (rrf_k + rank)
-    return sorted(score, key=lambda p: -score[p])[:depth]
-
-
 def delivered(s: Strategy, rankings: Mapping[str, Sequence[str]], rrf_k: int = 60) -> list[str]:
     """The passages strategy `s` hands the reader, from the base retrievers' rankings."""
-    if s.retriever in FUSED:
+    if fused_bases(s.retriever):
         return rrf([rankings[b] for b in s.bases], rrf_k)[: s.k]
     return list(rankings[s.retriever][: s.k])
 

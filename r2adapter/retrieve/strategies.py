@@ -29,6 +29,10 @@ class Strategy:
     options: bool = False  # takes `make_retriever`'s options (else they are dropped)
     ablate: bool = False  # `ablate` among them (catrag's components)
     default: bool = True  # in `r2a evaluate retrieval`'s default set
+    # a composite: the strategies whose rankings it fuses, and how it is put together from
+    # their retrievers (the adapter composes it from the ones it already holds)
+    bases: tuple[str, ...] = ()
+    compose: Callable[..., Retriever] | None = None
 
 
 def _dense(dataset: str, encoder: Encoder | None) -> Retriever:
@@ -49,9 +53,20 @@ def _catrag(dataset: str, encoder: Encoder | None, **options: Any) -> Retriever:
     return CatragRetriever(dataset, encoder, **options)
 
 
+def _fuse(dense: Retriever, graph: Retriever) -> Retriever:
+    from r2adapter.retrieve.fusion import FusionRetriever
+
+    return FusionRetriever(dense, graph)
+
+
+def _fusion(dataset: str, encoder: Encoder | None) -> Retriever:
+    return _fuse(_dense(dataset, encoder), _graph(dataset, encoder))
+
+
 # name → its strategy; the order is the report's (registered ones follow this floor's).
 # dense: cosine top-k in pgvector; graph: HippoRAG 2 (facts → phrase seeds → PPR);
-# catrag: CatRAG, the graph search on a query-adapted graph. ADR registers adr_simple,
+# catrag: CatRAG, the graph search on a query-adapted graph; fusion: dense ∪ graph,
+# reciprocal-rank fused (a k-way strategy; off the default set). ADR registers adr_simple,
 # adr_moderate, adr_complex (one of its three operators over the index's dual hypergraph)
 # and adr (the registered ADR classifier chooses), off the default set: they need the
 # hypergraph (`r2a index --adr`), and their figures are `r2a adr label`'s
@@ -59,6 +74,7 @@ STRATEGIES: dict[str, Strategy] = {
     "dense": Strategy(_dense),
     "graph": Strategy(_graph, options=True),
     "catrag": Strategy(_catrag, options=True, ablate=True),
+    "fusion": Strategy(_fusion, default=False, bases=("dense", "graph"), compose=_fuse),
 }
 # strategies that walk the graph (they read a rewrite's triplets and report PPR structure)
 GRAPH_STRATEGIES = ("graph", "catrag")

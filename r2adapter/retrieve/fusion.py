@@ -1,12 +1,24 @@
-"""`fusion`: dense ∪ graph, reciprocal-rank fused — the one composite strategy of the table,
-served by running both retrievers on the one query embedding."""
+"""`fusion`: dense ∪ graph, reciprocal-rank fused — the one composite strategy of the table
+(r2adapter/retrieve/strategies.py, `bases`), served by running both retrievers on the one
+query embedding; `rrf` is also how the strategy labels fuse the base rankings
+(r2adapter/kway/strategies.py `delivered`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from r2adapter.kway.strategies import rrf
 from r2adapter.retrieve.base import Hit, Retriever
+
+
+def rrf(rankings: Sequence[Sequence[str]], rrf_k: int = 60, depth: int = 20) -> list[str]:
+    """Reciprocal-rank fusion: Σ 1/(rrf_k + rank) over the rankings (ties: first seen)."""
+    score: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, pid in enumerate(ranking, 1):
+            score[pid] = score.get(pid, 0.0) + 1.0 / (rrf_k + rank)
+    return sorted(score, key=lambda p: -score[p])[:depth]
 
 
 class FusionRetriever(Retriever):
