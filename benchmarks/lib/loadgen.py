@@ -1,17 +1,16 @@
-"""The load-generation harness the service benchmarks share (bench_load, bench_container,
-bench_mixed, bench_hardening): the service as a child process (`Service`), closed-loop
-clients posting over one keep-alive httpx.AsyncClient (`run_load`, its `PhaseResult`),
-the HotpotQA questions they replay, a py-spy profile of the service with its flame graph
-drawn here, and the floor under /route's p50 from the HTTP stack's throughput and the
-model CPU a request.
+"""The load-generation harness of the service benchmarks (bench_load): the service as a child
+process (`Service`), closed-loop clients posting over one keep-alive httpx.AsyncClient
+(`run_load`, its `PhaseResult`), the HotpotQA questions they replay, a py-spy profile of the
+service with its flame graph drawn here, and the floor under /route's p50 from the HTTP
+stack's throughput and the model CPU a request.
 
 Run as a script, it loads any running service, or draws a flame graph from a profile's
 collapsed stacks, or computes a floor; each prints one JSON object last:
 
-    .venv/bin/python benchmarks/loadgen.py load http://127.0.0.1:3000 /route \\
+    .venv/bin/python -m benchmarks.lib.loadgen load http://127.0.0.1:3000 /route \\
         --body '{"query": "Who directed Heat?"}' --check decision --clients 8 --duration 10
-    .venv/bin/python benchmarks/loadgen.py flame route.collapsed.txt route.svg
-    .venv/bin/python benchmarks/loadgen.py floor --healthz-rps 560 --clients 8 \\
+    .venv/bin/python -m benchmarks.lib.loadgen flame route.collapsed.txt route.svg
+    .venv/bin/python -m benchmarks.lib.loadgen floor --healthz-rps 560 --clients 8 \\
         --model-ms encode=3.6 --model-ms router=5.6
 """
 
@@ -35,13 +34,10 @@ import httpx
 import numpy as np
 from tqdm import tqdm
 
-if not __package__:  # `python benchmarks/loadgen.py`: put the repository root on sys.path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.common import die, loadavg, pct  # noqa: E402
-from r2adapter.demo import start  # noqa: E402
-from r2adapter.errors import R2AError  # noqa: E402
-from r2adapter.processes import free_port, stop, wait_ready  # noqa: E402
+from benchmarks.lib.common import die, loadavg, pct
+from r2adapter.demo import start
+from r2adapter.errors import R2AError
+from r2adapter.processes import free_port, stop, wait_ready
 
 # -- the service as a child process ---------------------------------------------------------
 

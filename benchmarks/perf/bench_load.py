@@ -19,8 +19,8 @@ the expected field, exceptions) by kind. Before timing, each service is warmed u
 retrievals in every mode, and the rewriter's LLM loaded) so no phase pays a one-time load.
 The load average is recorded around every phase: the machine is shared and the numbers move.
 
-    .venv/bin/python benchmarks/bench_load.py --dataset musique       # 30 s a phase
-    .venv/bin/python benchmarks/bench_load.py --dataset musique --quick   # 5 s a phase
+    .venv/bin/python -m benchmarks.perf.bench_load --dataset musique       # 30 s a phase
+    .venv/bin/python -m benchmarks.perf.bench_load --dataset musique --quick   # 5 s a phase
 """
 
 from __future__ import annotations
@@ -40,10 +40,7 @@ import httpx
 import numpy as np
 from tqdm import tqdm
 
-if not __package__:  # `python benchmarks/bench_load.py`: put the repository root on sys.path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.common import (  # noqa: E402
+from benchmarks.lib.common import (
     add_champion_args,
     arg_parser,
     champion_dataset,
@@ -55,7 +52,7 @@ from benchmarks.common import (  # noqa: E402
     pct,
     require_db,
 )
-from benchmarks.loadgen import (  # noqa: E402
+from benchmarks.lib.loadgen import (
     Profiler,
     Service,
     ServiceError,
@@ -67,7 +64,7 @@ from benchmarks.loadgen import (  # noqa: E402
     timed_phase,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HOTPOT = ROOT / "data" / "hotpotqa" / "hotpotqa_dev_questions_7405.json"
 MODES = ("auto", "graph", "dense")
 TARGET_ROUTE_P50_MS = 40.0  # /route p50 at 8 clients on 2 cores (issue 12)

@@ -29,26 +29,22 @@ saw; all its labelled queries), with the labels of the configured rule:
 A held-out dataset must be indexed and labelled first (`make run` does only the training
 corpus): `r2a index --dataset musique --openie spacy && r2a label --dataset musique`.
 
-    .venv/bin/python benchmarks/bench_routing.py                      # 2Wiki test + musique
-    .venv/bin/python benchmarks/bench_routing.py --heldout hotpotqa   # another held-out set
-    .venv/bin/python benchmarks/bench_routing.py --quick --llm-queries 0   # smoke run
+    .venv/bin/python -m benchmarks.quality.bench_routing                      # 2Wiki test + musique
+    .venv/bin/python -m benchmarks.quality.bench_routing --heldout hotpotqa   # another held-out set
+    .venv/bin/python -m benchmarks.quality.bench_routing --quick --llm-queries 0   # smoke run
       (--quick: 20 latency queries; the figures are still on every labelled query)
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-if not __package__:  # `python benchmarks/bench_routing.py`: put the repository root on path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.common import (  # noqa: E402
+from benchmarks.lib.common import (
     RESULTS,
     die,
     loadavg,
@@ -58,7 +54,7 @@ from benchmarks.common import (  # noqa: E402
     summary_ms,
     timestamp,
 )
-from r2adapter.evaluate.routing_targets import (  # noqa: E402
+from r2adapter.evaluate.routing_targets import (
     TARGETS,
     evaluate_set,
     latency_checks,

@@ -20,10 +20,10 @@ folder (TMPDIR) and a model cache of its own, a 1 s champion poll and no LLM.
 
 The repros of items 2, 3 and 7 (a foreign `sample` folder, two overlapping promotions,
 blank questions) are tests (tests/test_dataset_source.py, tests/test_promotion_race.py);
-/route_batch under mixed load is bench_mixed.py.
+/route_batch under mixed load was a study (benchmarks/studies.md, bench_mixed).
 
-    .venv/bin/python -m benchmarks.bench_reliability           # about 4 min
-    .venv/bin/python -m benchmarks.bench_reliability --quick   # 20 reloads, 20 s outage
+    .venv/bin/python -m benchmarks.perf.bench_reliability           # about 4 min
+    .venv/bin/python -m benchmarks.perf.bench_reliability --quick   # 20 reloads, 20 s outage
 """
 
 from __future__ import annotations
@@ -38,11 +38,19 @@ from typing import Any
 
 import httpx
 
-from benchmarks.common import arg_parser, die, finish, met, new_result, require_champion, require_db
+from benchmarks.lib.common import (
+    arg_parser,
+    die,
+    finish,
+    met,
+    new_result,
+    require_champion,
+    require_db,
+)
 from r2adapter.demo import start
 from r2adapter.processes import free_port, stop, wait_ready
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MODEL = "r2a-router"
 Q = {"query": "Who is the father of the director of the film Polish Easter?"}
 PROBES = ("broken_champion", "alias_deleted", "registry_away", "database_away")

@@ -10,8 +10,8 @@ stage by its name (`index`, `label`, `corpora@musique_dev`, `train@minilm`, ...)
 one query per route). Index steps (passage embeddings, OpenIE, facts, ADR, ...) come from
 the clone's index reports (`reports/index/<dataset>.json`, `seconds_*`).
 
-    .venv/bin/python -m benchmarks.bench_first_run                 # clone HEAD into a temp folder
-    .venv/bin/python -m benchmarks.bench_first_run --keep DIR      # clone into DIR, keep it
+    .venv/bin/python -m benchmarks.perf.bench_first_run              # clone HEAD into a temp folder
+    .venv/bin/python -m benchmarks.perf.bench_first_run --keep DIR   # clone into DIR, keep it
 
 The clone runs on the default Postgres port (54329) unless another server holds it; then on
 a free one (R2A_PG_PORT, said in the results). The temp folder is removed at the end, the
@@ -33,9 +33,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import arg_parser, finish, new_result
+from benchmarks.lib.common import arg_parser, finish, new_result
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_PG_PORT = 54329
 STAGE = re.compile(r"Running stage '([^']+)'")
 # a stage whose outputs came from the DVC remote (dvc.lock or the run cache matched: the

@@ -1,8 +1,8 @@
 """Memory of loading a graph: the estimate `graph_memory.py` refuses a graph by, against the
 peak RSS of a fresh process around `load_graph_index` (one subprocess per indexed corpus).
 
-    .venv/bin/python benchmarks/bench_graph_memory.py            # every indexed corpus
-    .venv/bin/python benchmarks/bench_graph_memory.py --quick    # HotpotQA only
+    .venv/bin/python -m benchmarks.perf.bench_graph_memory            # every indexed corpus
+    .venv/bin/python -m benchmarks.perf.bench_graph_memory --quick    # HotpotQA only
 """
 
 from __future__ import annotations
@@ -14,10 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-if not __package__:  # `python benchmarks/bench_graph_memory.py`: the root on sys.path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.common import (  # noqa: E402
+from benchmarks.lib.common import (
     arg_parser,
     die,
     finish,
@@ -78,8 +75,12 @@ def main(argv: list[str] | None = None) -> int:
     result = new_result("graph_memory", args.quick)
     result.update({"skipped": skipped, "datasets": {}})
     for d in datasets:
-        r = subprocess.run(
-            [sys.executable, __file__, "--one", d], capture_output=True, text=True, check=False
+        r = subprocess.run(  # a fresh process each: the peak RSS of one load
+            [sys.executable, "-m", "benchmarks.perf.bench_graph_memory", "--one", d],
+            cwd=Path(__file__).resolve().parents[2],
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if r.returncode:
             die(f"{d}: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}")

@@ -20,10 +20,10 @@ its default of all cores it is erratic on a shared machine (33 to 300 ms on the 
 --candidates also times the solver (power iteration vs Chebyshev) and matrix layout
 (float64 vs float32, natural vs RCM order) apart, against prpack on the same resets.
 
-    .venv/bin/python benchmarks/bench_ppr.py                 # full: synthetic 100k + DB
-    .venv/bin/python benchmarks/bench_ppr.py --candidates    # and the candidate changes
-    .venv/bin/python benchmarks/bench_ppr.py --quick         # small synthetic + DB
-    .venv/bin/python benchmarks/bench_ppr.py --synthetic-only --quick   # no database
+    .venv/bin/python -m benchmarks.perf.bench_ppr                 # full: synthetic 100k + DB
+    .venv/bin/python -m benchmarks.perf.bench_ppr --candidates    # and the candidate changes
+    .venv/bin/python -m benchmarks.perf.bench_ppr --quick         # small synthetic + DB
+    .venv/bin/python -m benchmarks.perf.bench_ppr --synthetic-only --quick   # no database
 """
 
 from __future__ import annotations
@@ -40,27 +40,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tqdm import tqdm
 
-try:  # `python -m benchmarks.bench_ppr` or imported from the repository root
-    from benchmarks.common import (
-        RESULTS,
-        indexed_datasets,
-        machine_info,
-        require_db,
-        save_json,
-        summary_ms,
-        timestamp,
-    )
-except ImportError:  # `python benchmarks/bench_ppr.py`: benchmarks/ is on sys.path
-    from common import (  # type: ignore[no-redef]
-        RESULTS,
-        indexed_datasets,
-        machine_info,
-        require_db,
-        save_json,
-        summary_ms,
-        timestamp,
-    )
-
+from benchmarks.lib.common import (
+    RESULTS,
+    indexed_datasets,
+    machine_info,
+    require_db,
+    save_json,
+    summary_ms,
+    timestamp,
+)
 from r2adapter.config import GraphParams
 from r2adapter.retrieve.ppr import Transition, personalized_pagerank, ppr_solve
 

@@ -1,6 +1,5 @@
 """Helpers for the benchmarks that build indexes (bench_quality, bench_index): a database to
-build into, and `r2a` run as a subprocess against it; and for the synonym benchmarks
-(bench_synonyms, bench_synonyms_hnsw) a pgvector connection to a fresh scratch Postgres.
+build into, and `r2a` run as a subprocess against it.
 
 Why a scratch Postgres per (dataset, OpenIE backend): one database holds any number of
 index versions of a dataset (`index_versions.openie` records the backend), but retrieval
@@ -25,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LIVE_PORT = 54329  # the developer's database: never written by a benchmark
 R2A = [sys.executable, "-m", "r2adapter.cli"]
 
@@ -155,9 +155,8 @@ def _env_database() -> Database:
 
 
 def redacted(url: str) -> str:
-    from r2adapter.store.db import _redacted
-
-    return _redacted(url)
+    """postgresql://user:secret@host/db -> postgresql://user:***@host/db"""
+    return re.sub(r"^(\w+://[^:/@]+):[^@/]*@", r"\1:***@", url)
 
 
 @contextmanager
@@ -208,19 +207,6 @@ def database(
             shutil.rmtree(base, ignore_errors=True)
 
 
-@contextmanager
-def vector_connection(name: str) -> Iterator[Any]:
-    """A connection, pgvector registered, to a fresh scratch Postgres (deleted after)."""
-    import psycopg
-    from pgvector.psycopg import register_vector
-
-    with database("scratch", None, name) as db, psycopg.connect(db.url) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        conn.commit()
-        register_vector(conn)
-        yield conn
-
-
 def check_reachable(url: str) -> None:
     import psycopg
 
@@ -231,14 +217,6 @@ def check_reachable(url: str) -> None:
         raise BenchError(
             f"database unreachable at {redacted(url)}: run `r2a db up` or set R2A_DATABASE_URL"
         ) from None
-
-
-def scalar(url: str, query: str, params: tuple[object, ...] = ()) -> int:
-    import psycopg
-
-    with psycopg.connect(url, connect_timeout=5) as conn:
-        row = conn.execute(query, params).fetchone()  # type: ignore[arg-type]
-    return int(row[0]) if row and row[0] is not None else 0
 
 
 def previous_result(path: Path) -> dict[str, Any]:

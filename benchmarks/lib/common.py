@@ -21,7 +21,7 @@ import numpy as np
 from r2adapter.config import DEFAULT_DATASET
 from r2adapter.route.kinds import TRAINED_ROUTERS
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parents[1] / "results"
 FALLBACK_DATASET = DEFAULT_DATASET  # what the service serves when nothing says otherwise
 ROUTERS = tuple(TRAINED_ROUTERS)
 
@@ -41,23 +41,6 @@ def summary_ms(values_ms: Sequence[float]) -> dict[str, float]:
         "p95_ms": pct(v, 95),
         "mean_ms": float(v.mean()),
         "min_ms": float(v.min()),
-    }
-
-
-Edge = tuple[int, int, float]  # (entity, entity, score): a synonym edge
-
-
-def compare_edges(exact: Sequence[Edge], approx: Sequence[Edge]) -> dict[str, Any]:
-    """The HNSW edges against the all-pairs ones: counts, recall, the edges only HNSW
-    finds, the largest score difference on the shared ones."""
-    want = {(a, b): s for a, b, s in exact}
-    got = {(a, b): s for a, b, s in approx}
-    shared = want.keys() & got.keys()
-    return {
-        "edges": {"all_pairs": len(want), "hnsw": len(got), "shared": len(shared)},
-        "recall": len(shared) / len(want) if want else 1.0,
-        "hnsw_only": len(got.keys() - want.keys()),
-        "max_score_diff": max((abs(want[k] - got[k]) for k in shared), default=0.0),
     }
 
 

@@ -2,7 +2,7 @@
 Recall@5, FCR@5 and latency, one row per (dataset, backend).
 
 Each row is built by the project's own commands, in a subprocess against its own scratch
-Postgres (see benchmarks/scratch_db.py for why one database cannot serve two backends'
+Postgres (see benchmarks/lib/scratch_db.py for why one database cannot serve two backends'
 indexes of a dataset): `r2a index --dataset D --openie B --report F`, then
 `r2a evaluate retrieval --dataset D --json`, whose JSON object is kept verbatim as the
 row's `retrieval` (dataset, n_queries, openie, index_version, modes.dense / modes.graph with
@@ -18,12 +18,12 @@ Backends per dataset:
     only on datasets of at most --llm-max-passages passages (default 10: the 3-passage
     sample); other datasets are recorded as skipped with the reason.
 
-    .venv/bin/python benchmarks/bench_quality.py --quick     # small datasets (sample), all backends
-    .venv/bin/python benchmarks/bench_quality.py --dataset sample --dataset musique \\
+    .venv/bin/python -m benchmarks.quality.bench_quality --quick   # the sample, all backends
+    .venv/bin/python -m benchmarks.quality.bench_quality --dataset sample --dataset musique \\
         --dataset hotpotqa                                   # what benchmarks/results has
-    .venv/bin/python benchmarks/bench_quality.py --dataset 2wikimultihopqa --merge
+    .venv/bin/python -m benchmarks.quality.bench_quality --dataset 2wikimultihopqa --merge
         # 2Wiki (6,119 passages; spaCy only, a long index): adds its rows to quality.json
-    .venv/bin/python benchmarks/bench_quality.py             # every shipped dataset
+    .venv/bin/python -m benchmarks.quality.bench_quality             # every shipped dataset
 
 --db env uses the database the environment points at instead of scratch ones (the tests
 do, with their own server); --keep keeps the scratch databases (stopped) for inspection.
@@ -43,11 +43,8 @@ from typing import Any
 
 from tqdm import tqdm
 
-if not __package__:  # `python benchmarks/bench_quality.py`: put the repository root on sys.path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.common import RESULTS, die, machine_info, save_json, timestamp  # noqa: E402
-from benchmarks.scratch_db import (
+from benchmarks.lib.common import RESULTS, die, machine_info, save_json, timestamp
+from benchmarks.lib.scratch_db import (
     BenchError,
     add_db_args,
     data_dir,
@@ -57,7 +54,7 @@ from benchmarks.scratch_db import (
     previous_result,
     run_r2a,
 )
-from r2adapter.evaluate.quality_rows import BACKENDS, merged_rows, row_warnings  # noqa: E402
+from r2adapter.evaluate.quality_rows import BACKENDS, merged_rows, row_warnings
 
 QUICK_MAX_PASSAGES = 50  # --quick: datasets no larger than this (the shipped sample)
 LLM_MAX_PASSAGES = 10

@@ -1,6 +1,6 @@
 """Indexing throughput per stage, and the caches, for a dataset and an OpenIE backend.
 
-Per dataset, into a scratch Postgres (benchmarks/scratch_db.py), `r2a index --dataset D
+Per dataset, into a scratch Postgres (benchmarks/lib/scratch_db.py), `r2a index --dataset D
 --openie B --report F` is run as a user runs it (a fresh process each time, so the wall
 time includes Python start-up, imports and the encoder load), with the project's
 params.yaml (copied into the scratch R2A_HOME: ADR's hypergraph is built, as in `make run`;
@@ -23,9 +23,9 @@ Throughput per stage is passages / seconds, and items / seconds for what the sta
 (new rows counted in the database before and after: passage embeddings, OpenIE cache rows,
 entity and fact embeddings, graph rows written).
 
-    .venv/bin/python benchmarks/bench_index.py                    # musique and hotpotqa, spacy
-    .venv/bin/python benchmarks/bench_index.py --quick            # the sample (3 passages)
-    .venv/bin/python benchmarks/bench_index.py --dataset 2wikimultihopqa --merge
+    .venv/bin/python -m benchmarks.perf.bench_index                    # musique and hotpotqa, spacy
+    .venv/bin/python -m benchmarks.perf.bench_index --quick            # the sample (3 passages)
+    .venv/bin/python -m benchmarks.perf.bench_index --dataset 2wikimultihopqa --merge
         # 2Wiki, 6,119 passages, spaCy: the target is <= 6 min end to end (cold) on 2 cores;
         # adds its entry to index_throughput.json
 
@@ -37,18 +37,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
-if not __package__:  # `python benchmarks/bench_index.py`: put the repository root on sys.path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.common import RESULTS, die, machine_info, save_json, timestamp  # noqa: E402
-from benchmarks.scratch_db import (
+from benchmarks.lib.common import RESULTS, die, machine_info, save_json, timestamp
+from benchmarks.lib.scratch_db import (
     BenchError,
     Database,
     add_db_args,
@@ -58,7 +54,7 @@ from benchmarks.scratch_db import (
     previous_result,
     run_r2a,
 )
-from r2adapter.index.openie import OPENIE_BACKENDS  # noqa: E402
+from r2adapter.index.openie import OPENIE_BACKENDS
 
 DEFAULT_DATASETS = ("musique", "hotpotqa")
 QUICK_DATASETS = ("sample",)

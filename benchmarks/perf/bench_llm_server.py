@@ -27,9 +27,9 @@ p50/p95 per call and per path operation, and fallback rates by reason. Per runti
 start-up (server process to `/v1/models` answering; in-process model load) and a decode
 probe (a 64-token greedy generation: tokens/s end to end and after the first token).
 
-    .venv/bin/python benchmarks/bench_llm_server.py              # needs `make llm-server`
-    .venv/bin/python benchmarks/bench_llm_server.py --quick
-    .venv/bin/python benchmarks/bench_llm_server.py --runtimes server --questions 50
+    .venv/bin/python -m benchmarks.perf.bench_llm_server              # needs `make llm-server`
+    .venv/bin/python -m benchmarks.perf.bench_llm_server --quick
+    .venv/bin/python -m benchmarks.perf.bench_llm_server --runtimes server --questions 50
 
 Without llama-cpp-python's server it exits 1 with one line (run `make llm-server`). The
 machine is often shared: the load average is saved; compare runtimes within one run.
@@ -39,26 +39,22 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import httpx
 
-if not __package__:  # `python benchmarks/bench_llm_server.py`: the repository root on sys.path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("TQDM_DISABLE", "1")  # before tqdm is imported: transformers' GGUF bar
 
-from benchmarks.common import arg_parser, die, finish, loadavg, new_result, pct  # noqa: E402
-from r2adapter.llm.base import LLM, LLMError, Message  # noqa: E402
-from r2adapter.llm.local import LocalLLM  # noqa: E402
-from r2adapter.llm.openai_compat import OpenAICompatibleLLM  # noqa: E402
+from benchmarks.lib.common import arg_parser, die, finish, loadavg, new_result, pct
+from r2adapter.llm.base import LLM, LLMError, Message
+from r2adapter.llm.local import LocalLLM
+from r2adapter.llm.openai_compat import OpenAICompatibleLLM
 
 RUNTIMES = ("server", "server_rp1", "transformers", "llama_cpp")
 # llama-cpp-python's server applies its own repeat_penalty (default 1.1, not an OpenAI
@@ -218,11 +214,9 @@ def wait_for_abandoned(limit_s: float = 120.0) -> None:
     """Let rewrite calls abandoned at their budget end before the next phase starts, so a
     busy engine does not slow it (the service would see the same queue; a benchmark phase
     should not inherit the last one's)."""
-    from r2adapter.rewrite.rewriter import _INFLIGHT, _INFLIGHT_LOCK
-
     end = time.monotonic() + limit_s
-    with _INFLIGHT_LOCK:
-        threads = list(_INFLIGHT)
+    # the rewriter runs each LLM call in a thread of this name (r2adapter/rewrite/rewriter.py)
+    threads = [t for t in threading.enumerate() if t.name == "r2a-rewrite-llm"]
     for t in threads:
         t.join(max(end - time.monotonic(), 0.0))
 

@@ -11,26 +11,21 @@ Per indexed dataset:
     Postgres with enable_indexscan = off is compared with numpy as a cross-check; plus
     the recall of what DenseRetriever itself returns at k=10.
 
-    .venv/bin/python benchmarks/bench_dense.py            # every indexed default dataset
-    .venv/bin/python benchmarks/bench_dense.py --quick    # 10 questions, one pass
+    .venv/bin/python -m benchmarks.perf.bench_dense            # every indexed default dataset
+    .venv/bin/python -m benchmarks.perf.bench_dense --quick    # 10 questions, one pass
 """
 
 from __future__ import annotations
 
 import os
 import re
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from tqdm import tqdm
 
-if not __package__:  # `python benchmarks/bench_dense.py`: put the repository root on sys.path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.common import (  # noqa: E402
+from benchmarks.lib.common import (
     arg_parser,
     die,
     finish,

@@ -1,7 +1,7 @@
 """Growth curves: how each per-query and per-build cost of the library's graph retrieval
 grows with the corpus.
 
-Synthetic graphs with the shape of the 2Wiki index (`benchmarks/synthetic_graph.py`:
+Synthetic graphs with the shape of the 2Wiki index (`benchmarks/lib/synthetic_graph.py`:
 entities, facts, passage–entity and synonym edges per passage, a Zipf tail of popular
 entities) become the library's in-memory index (`GraphIndex`, what `load_graph_index`
 builds from Postgres: the PPR transition, float32 passage and fact embeddings, fact ends,
@@ -40,9 +40,9 @@ fact: ≈ 16 GB at 1M passages), so the largest size this machine holds is set b
 Each cost is fitted against size on log–log axes (the slope: 1 = linear); the plot is saved
 beside the JSON. The last line printed is the JSON.
 
-    .venv/bin/python benchmarks/bench_scale.py                          # 10k, 100k
-    .venv/bin/python benchmarks/bench_scale.py --sizes 10000,300000 --hnsw-max 10000
-    .venv/bin/python benchmarks/bench_scale.py --quick                  # 2k, 20k; no HNSW
+    .venv/bin/python -m benchmarks.perf.bench_scale                          # 10k, 100k
+    .venv/bin/python -m benchmarks.perf.bench_scale --sizes 10000,300000 --hnsw-max 10000
+    .venv/bin/python -m benchmarks.perf.bench_scale --quick                  # 2k, 20k; no HNSW
 """
 
 from __future__ import annotations
@@ -60,23 +60,20 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 from tqdm import tqdm
 
-if not __package__:  # `python benchmarks/bench_scale.py`: the repository root on sys.path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.common import arg_parser, finish, new_result, summary_ms  # noqa: E402
-from benchmarks.synthetic_graph import (  # noqa: E402
+from benchmarks.lib.common import arg_parser, finish, new_result, summary_ms
+from benchmarks.lib.synthetic_graph import (
     TWO_WIKI,
     GraphShape,
     corpus_embeddings,
     synthetic_graph,
     synthetic_index,
 )
-from r2adapter.config import GraphParams, graph_params  # noqa: E402
-from r2adapter.index.encoder import Encoder  # noqa: E402
-from r2adapter.retrieve.graph import GraphRetriever, run_ppr, seed_graph  # noqa: E402
-from r2adapter.retrieve.graph_index import GraphCache, GraphIndex  # noqa: E402
-from r2adapter.retrieve.ppr import Transition  # noqa: E402
-from r2adapter.retrieve.topk import top_k_stable  # noqa: E402
+from r2adapter.config import GraphParams, graph_params
+from r2adapter.index.encoder import Encoder
+from r2adapter.retrieve.graph import GraphRetriever, run_ppr, seed_graph
+from r2adapter.retrieve.graph_index import GraphCache, GraphIndex
+from r2adapter.retrieve.ppr import Transition
+from r2adapter.retrieve.topk import top_k_stable
 
 # the scale configuration's r_max: with the top N passages seeded (not every passage) the
 # reset is concentrated and 1e-6 keeps the exact top 5 (`top5_agreement`, same run); the
@@ -421,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
         gc.collect()
     hnsw_sizes = [n for n in sizes if n <= args.hnsw_max]
     if hnsw_sizes:
-        from benchmarks.scratch_db import database
+        from benchmarks.lib.scratch_db import database
 
         with database(args.db, None, "scale") as db:
             for n in hnsw_sizes:
