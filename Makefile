@@ -213,7 +213,7 @@ test-fast: install
 
 # Opt-in, never a dependency of run/test: llama-cpp-python's OpenAI-compatible server, so the
 # LLM paths can be tested and benchmarked against a real server process on localhost
-# (r2adapter/llm/server.py, tests/test_llm_server.py, benchmarks/bench_llm_server.py). It is
+# (r2adapter/llm/server.py, tests/test_llm_server.py, benchmarks/perf/bench_llm_server.py). It is
 # an sdist only: pip compiles llama.cpp (15 min wall, 12 min CPU at nice 19 on 2 shared
 # cores; pip's wheel cache keeps the wheel, so a second install takes seconds).
 # requirements.lock is the constraint: nothing already installed moves.

@@ -1,16 +1,16 @@
 #!/usr/bin/env python
-"""Render docs/results.md from the saved reports: every table names the JSON file its
-figures come from, so no figure in the docs can drift from its file.
+"""Render docs/results.md, and its recall-against-cost figures, from the saved reports: every
+table names the JSON file its figures come from, so no figure in the docs can drift from it.
 
-    .venv/bin/python scripts/render_results.py            # writes docs/results.md
-    .venv/bin/python scripts/render_results.py --out x.md # elsewhere
+    .venv/bin/python scripts/render_results.py            # docs/results.md, docs/figures/*.png
+    .venv/bin/python scripts/render_results.py --out x.md # elsewhere (figures beside it)
     .venv/bin/python scripts/render_results.py --root R   # read reports/ etc. under R
 
-Sources: `reports/` (what `make run` / `dvc repro` writes: validation, index, labels,
-training, promotion, evaluation, corpora) and `benchmarks/results/*.json` (what the
-benchmarks saved). A file that is missing is said so in the page, "(not measured: <file>
-missing)", and the rest still renders. Reads only JSON and params.yaml: it imports nothing
-from the project, so it runs whatever state the library is in (`make results`).
+Sources: `reports/` (what `make run` / `dvc repro` writes) and `benchmarks/results/*.json`
+(what the benchmarks saved). A file that carries its own `tables` (a list of {title, columns,
+rows}) is rendered as it says; the others through `SPECS`, one line of columns a table. A
+missing file is said so in the page, and the rest still renders. Reads only JSON and
+params.yaml: it imports nothing from the project (`make results`).
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 OUT = Path("docs") / "results.md"
 MISSING = "(not measured: {} missing)"
+NOT_YET = "(not yet produced: {}; `make run` writes it)"
+FIGURES = "figures"  # beside the page
 
 
 # ------------------------------------------------------------------------------ format
@@ -168,7 +170,6 @@ class Page:
         return "\n".join(self.lines) + "\n"
 
 
-# ------------------------------------------------------------------------------ reports/
 def first_run(page: Page) -> None:
     """A fresh clone's `make run`, by stage (benchmarks/bench_first_run.py)."""
     rel = "benchmarks/results/first_run.json"
@@ -194,144 +195,6 @@ def first_run(page: Page) -> None:
         )
 
     page.section(3, "The first run (fresh clone, `make run`)", rel, body)
-
-
-def encoder_int8(page: Page) -> None:
-    """The index encoder in int8 against fp32 (benchmarks/bench_encoder_int8.py)."""
-    rel = "benchmarks/results/encoder_int8.json"
-
-    def body(d: dict[str, Any]) -> None:
-        rows = []
-        for name, r in (d.get("corpora") or {}).items():
-            rows.append(
-                [
-                    name,
-                    num(get(r, "throughput", "onnx", "passages_per_s"), 0),
-                    num(get(r, "throughput", "onnx-int8", "passages_per_s"), 0),
-                    num(get(r, "speedup", "corpus"), 2),
-                    num(get(r, "cosine", "min"), 3),
-                    num(get(r, "dense_recall@5", "onnx")),
-                    num(get(r, "dense_recall@5", "onnx-int8")),
-                    diff_ci(r.get("paired_int8_minus_fp32")),
-                    r.get("within_bar"),
-                ]
-            )
-        page.table(
-            "corpus | fp32 passages/s | int8 passages/s | corpus speed-up | min cosine | "
-            "dense R@5 fp32 | int8 | int8 − fp32 [95% CI] | within −.005",
-            rows,
-        )
-
-    page.section(3, "The index encoder in int8", rel, body)
-
-
-def validation(page: Page) -> None:
-    page.h(3, "Validation (Great Expectations)")
-    files = sorted((page.root / "reports" / "validate").glob("*.json"))
-    page.source("reports/validate/*.json")
-    if not files:
-        page.missing("reports/validate/*.json")
-        return
-    rows = []
-    for f in files:
-        d = json.loads(f.read_text(encoding="utf-8"))
-        rows.append(
-            [
-                d.get("dataset"),
-                *pick(d, "passages:0 queries:0 complete_gold:0 expectations:0 failed:0"),
-            ]
-        )
-    page.table("dataset | passages | queries | complete gold | expectations | failed", rows)
-
-
-def index(page: Page) -> None:
-    rel = "reports/index/2wikimultihopqa.json"
-
-    def body(d: dict[str, Any]) -> None:
-        counts = [
-            "passages",
-            "entities",
-            "facts",
-            "passage_entity_edges",
-            "synonym_edges",
-            "passages_without_facts",
-            "adr_hyperedges",
-            "adr_insight_edges",
-        ]
-        page.table(
-            ["encoder", "OpenIE", *counts],
-            [[d.get("encoder"), d.get("openie"), *(num(d.get(k)) for k in counts)]],
-        )
-        stages = [k for k in d if k.startswith("seconds_")]
-        page.table(
-            [k.removeprefix("seconds_") + " s" for k in stages],
-            [[num(d[k], 1) for k in stages]],
-        )
-
-    page.section(3, "The 2Wiki index", rel, body)
-
-
-def labels(page: Page) -> None:
-    page.h(3, "Labels (`r2a label`: the paper's Table 1 and the rules' oracles)")
-    files = sorted((page.root / "reports" / "labels").glob("*.json"))
-    page.source("reports/labels/<dataset>.json")
-    if not files:
-        page.missing("reports/labels/*.json")
-        return
-    rows = []
-    for f in files:
-        d = json.loads(f.read_text(encoding="utf-8"))
-        t1 = d.get("table1", {})
-        rules = d.get("rule_comparison", {})
-        row = [
-            d.get("dataset"),
-            d.get("rule"),
-            num(t1.get("total")),
-            num(t1.get("preference_graph_pct"), 1),
-            num(t1.get("both_suitable_pct"), 1),
-        ]
-        for rule in ("avg_rank", "topk_first", "recall_first"):
-            r = rules.get(rule)
-            row.append(
-                "—" if r is None else f"{num(r['graph_preference'])} / {num(r['oracle_recall@5'])}"
-            )
-        rows.append(row)
-    page.table(
-        (
-            "dataset | rule | queries | graph preferred % | both suitable %"
-            " | avg_rank: graph share / oracle R@5 | topk_first | recall_first"
-        ),
-        rows,
-    )
-
-
-def retrieval_modes(page: Page, modes: dict[str, Any]) -> None:
-    keys = ["recall@2", "recall@5", "fcr@2", "fcr@5", "answer_in_context@5"]
-    rows = []
-    for mode, m in modes.items():
-        more = "hub_mass:3 ppr_weighted_strength:1 latency_ms_p50:1 latency_ms_p95:1"
-        rows.append([mode, *(num(m.get(k)) for k in keys), *pick(m, more)])
-    page.table(
-        (
-            "mode | R@2 | R@5 | FCR@2 | FCR@5 | answer in context@5 | hub mass"
-            " | PPR-weighted strength | p50 ms | p95 ms"
-        ),
-        rows,
-    )
-
-
-def retrieval(page: Page) -> None:
-    rel = "reports/eval/retrieval.json"
-
-    def body(d: dict[str, Any]) -> None:
-        page.para(
-            f"{d.get('dataset')}, {d.get('n_queries')} complete-gold queries, index version "
-            f"{d.get('index_version')}, OpenIE `{d.get('openie')}`, PPR solver "
-            f"`{get(d, 'ppr', 'solver')}`; rewrite `{get(d, 'rewrite', 'backend')}`."
-        )
-        retrieval_modes(page, d.get("modes", {}))
-
-    page.section(3, "Retrieval (`r2a evaluate retrieval`)", rel, body)
 
 
 def router_params(page: Page) -> None:
@@ -362,124 +225,6 @@ def router_params(page: Page) -> None:
     )
 
 
-def training(page: Page) -> None:
-    page.h(3, "Training (`r2a train`), the frozen test split")
-    rels = ["reports/train/minilm.json", "reports/train/embedding.json"]
-    page.source(*rels)
-    rows = []
-    for rel in rels:
-        d = page.load(rel)
-        if d is None:
-            page.missing(rel)
-            continue
-        steps = f"{d.get('best_step')} / {d.get('steps')}"
-        test = "test_recall@5:3 test_recall@2:3 test_f1_graph:3 test_graph_usage:3 seconds:1"
-        rows.append(
-            [d.get("router"), d.get("version"), num(d.get("tau"), 2), steps, *pick(d, test)]
-        )
-    page.table(
-        (
-            "router | version | τ* | best step / steps | test R@5 | test R@2 | graph F1"
-            " | graph usage | train s"
-        ),
-        rows,
-    )
-    rel = "reports/train/kway.json"
-    d = page.load(rel)
-    page.source(rel)
-    if d is None:
-        page.missing(rel)
-        return
-    thresholds = ", ".join(f"{k} {v}" for k, v in (d.get("thresholds") or {}).items())
-    page.table(
-        (
-            "router | version | thresholds | fallback | test recall | test FCR | mean ms"
-            " | mean passages | train s"
-        ),
-        [
-            [
-                d.get("router"),
-                d.get("version"),
-                thresholds,
-                d.get("fallback"),
-                *pick(d, "test_recall:3 test_fcr:3 test_mean_ms:1 test_mean_passages:1 seconds:1"),
-            ]
-        ],
-    )
-    known = {"minilm", "embedding", "kway"}
-    others = [
-        f
-        for f in sorted((page.root / "reports" / "train").glob("*.json"))
-        if f.stem not in known and not f.stem.endswith("_threshold")
-    ]
-    for f in others:
-        d = json.loads(f.read_text(encoding="utf-8"))
-        page.source(f"reports/train/{f.name}")
-        scalars = {k: v for k, v in d.items() if isinstance(v, int | float) and k != "version"}
-        page.table(
-            "router | version | figures",
-            [[d.get("router", f.stem), d.get("version"), pairs(scalars)]],
-        )
-
-
-def promotion(page: Page) -> None:
-    page.h(3, "Promotion (`r2a promote`: the gate)")
-    files = sorted((page.root / "reports" / "promote").glob("*.json"))
-    page.source("reports/promote/<router>.json")
-    if not files:
-        page.missing("reports/promote/*.json")
-        return
-    rows = []
-    for f in files:
-        d = json.loads(f.read_text(encoding="utf-8"))
-        rows.append(
-            [
-                d.get("router"),
-                num(d.get("candidate")),
-                num(d.get("champion_before")),
-                num(d.get("promoted")),
-                "; ".join(d.get("reasons") or []),
-            ]
-        )
-    page.table("router | candidate | champion before | promoted | reasons", rows)
-
-
-def two_way_routers(page: Page, routers: dict[str, Any]) -> None:
-    rows = []
-    for name, r in routers.items():
-        spec = (
-            "recall@5:3 recall@2:3 graph_usage:3 precision_graph:3 recall_graph:3 "
-            "f1_graph:3 latency_ms_p50:2"
-        )
-        rows.append([name, *pick(r, spec)])
-    page.table(
-        (
-            "router | hybrid R@5 | hybrid R@2 | graph usage | graph precision"
-            " | graph recall | graph F1 | routing p50 ms"
-        ),
-        rows,
-    )
-
-
-def routing_eval(page: Page) -> None:
-    rel = "reports/eval/routing.json"
-
-    def body(d: dict[str, Any]) -> None:
-        page.para(
-            f"{d.get('dataset')}, split `{d.get('split')}`, {d.get('n_queries')} queries, "
-            f"labels `{d.get('rule')}`; champion versions {pairs(d.get('champion_versions'))}."
-        )
-        two_way_routers(page, d.get("routers", {}))
-
-    page.section(3, "Routing (`r2a evaluate routing`)", rel, body)
-
-
-KWAY_DEFAULT_ROWS = tuple(
-    "kway r2a r2a_rw r2a_embed r2a_embed_rw ner adr oracle oracle_routed always_dense@5 "
-    "always_graph@5 always_catrag@5 always_graph+rw@5 always_fusion@5 always_catrag+rw@5".split()
-)
-
-
 def kway_routers(page: Page, routers: dict[str, Any], names: Sequence[str] | None) -> None:
     rows = []
     for name in names or routers:
@@ -500,486 +245,302 @@ def kway_routers(page: Page, routers: dict[str, Any], names: Sequence[str] | Non
     )
 
 
-def corpora(page: Page) -> None:
-    page.h(3, "A corpus the routers never saw: musique_dev (`docs/corpora.md`)")
-    rows = []
-    rels = [
-        "reports/corpora/musique_dev.retrieval_none.json",
-        "reports/corpora/musique_dev.retrieval_structural.json",
-    ]
-    page.source(*rels)
-    for rel in rels:
-        d = page.load(rel)
-        if d is None:
-            page.missing(rel)
-            continue
-        g = get(d, "modes", "graph", default={})
-        rw = d.get("rewrite", {})
-        rows.append(
-            [
-                rw.get("backend"),
-                num(d.get("n_queries")),
-                *pick(g, "recall@5:3 fcr@5:3 answer_in_context@5:3"),
-                *pick(rw, "parsed:3 first_hop_accuracy:3 chain_precision:3 chain_recall:3"),
-                ms(g.get("latency_ms_p50")),
-            ]
+# ------------------------------------------------------------------------------ generic
+def cell(v: Any, fmt: str) -> str:
+    """One value by a format: digits (`3`), `ci` (a paired {diff, ci95}), `pct`, `s` (as is),
+    `keys` (a dict's keys or a list, joined)."""
+    if fmt == "ci":
+        return paired_cell(v) if isinstance(v, dict) else "—"
+    if fmt == "pct":
+        return pct(v)
+    if fmt == "keys":
+        return ", ".join(map(str, v)) if isinstance(v, dict | list) else num(v)
+    if fmt == "s":
+        return "—" if v is None else str(v)
+    return num(v, int(fmt))
+
+
+def columns_table(page: Page, rows: Any, spec: str) -> None:
+    """A table from a dict of rows (the key is `@`) or a list of them, by a spec of
+    `header=path:fmt` joined with ` | ` (a path goes down with `/`)."""
+    cols = [c.split("=", 1) for c in spec.split(" | ")]
+    items = rows.items() if isinstance(rows, dict) else ((None, r) for r in rows or [])
+    out = []
+    for key, r in items:
+        row = []
+        for _, ref in cols:
+            path, _, fmt = ref.rpartition(":") if ref != "@" else ("@", "", "s")
+            value = r if not path else get(r, *path.split("/"))
+            row.append(str(key) if path == "@" else cell(value, fmt))
+        out.append(row)
+    page.table([h for h, _ in cols], out)
+
+
+def own_tables(page: Page, d: dict[str, Any]) -> None:
+    """A result file's own `tables`: [{title, columns, rows}], rendered as written."""
+    for t in d.get("tables", []):
+        if t.get("title"):
+            page.para(f"**{t['title']}**")
+        page.table(
+            t["columns"],
+            [[cell(v, "3") if isinstance(v, float) else v for v in r] for r in t["rows"]],
         )
-    page.table(
-        (
-            "rewrite | queries | graph R@5 | FCR@5 | answer in context@5 | parsed"
-            " | first-hop head | chain precision | chain recall | p50 ms"
-        ),
-        rows,
-    )
-    rel = "reports/corpora/musique_dev.loco.json"
+
+
+# One table a paragraph: `level title`, then `file @ where the rows are` (no `@`: the file is
+# one row; a `*` or `,` in the file: each file one row), then the columns, `header=path:fmt`
+# joined by ` | ` (fmt: digits, ci, pct, s, keys; path `@`: the row's key; `/` goes down).
+SPECS = """
+3 Validation (Great Expectations)
+reports/validate/*.json
+dataset=dataset:s | passages=passages:0 | queries=queries:0 | complete gold=complete_gold:0
+| expectations=expectations:0 | failed=failed:0
+
+3 The 2Wiki index
+reports/index/2wikimultihopqa.json
+encoder=encoder:s | OpenIE=openie:s | passages=passages:0 | entities=entities:0 | facts=facts:0
+| synonym edges=synonym_edges:0 | ADR hyperedges=adr_hyperedges:0 | load s=seconds_load:1
+| passage embeddings s=seconds_passage_embeddings:1 | OpenIE s=seconds_openie:1
+| entity embeddings s=seconds_entity_embeddings:1 | fact embeddings s=seconds_fact_embeddings:1
+| synonyms s=seconds_synonyms:1 | ADR s=seconds_adr:1 | total s=seconds_total:1
+
+3 Labels (`r2a label`: the paper's Table 1 and the rules' oracles)
+reports/labels/*.json
+dataset=dataset:s | rule=rule:s | queries=table1/total:0
+| graph preferred %=table1/preference_graph_pct:1 | both suitable %=table1/both_suitable_pct:1
+| recall_first: graph share=rule_comparison/recall_first/graph_preference:3
+| oracle R@5=rule_comparison/recall_first/oracle_recall@5:3
+
+3 Retrieval (`r2a evaluate retrieval`)
+reports/eval/retrieval.json @ modes
+mode=@ | R@2=recall@2:3 | R@5=recall@5:3 | FCR@2=fcr@2:3 | FCR@5=fcr@5:3
+| answer in context@5=answer_in_context@5:3 | hub mass=hub_mass:3 | p50 ms=latency_ms_p50:1
+| p95 ms=latency_ms_p95:1
+
+3 Training (`r2a train`), the frozen test split
+reports/train/minilm.json,reports/train/embedding.json
+router=router:s | version=version:s | τ*=tau:2 | best step=best_step:0 | steps=steps:0
+| test R@5=test_recall@5:3 | test R@2=test_recall@2:3 | graph F1=test_f1_graph:3
+| graph usage=test_graph_usage:3 | train s=seconds:1
+
+3 The k-way router's training
+reports/train/kway.json,reports/train/adr.json
+router=router:s | version=version:s | thresholds=thresholds:keys | test recall=test_recall:3
+| test FCR=test_fcr:3 | mean ms=test_mean_ms:1 | train s=seconds:1
+
+3 Promotion (`r2a promote`: the gate)
+reports/promote/*.json
+router=router:s | candidate=candidate:s | champion before=champion_before:s
+| promoted=promoted:s | reasons=reasons:keys
+
+3 Routing (`r2a evaluate routing`)
+reports/eval/routing.json @ routers
+router=@ | hybrid R@5=recall@5:3 | hybrid R@2=recall@2:3 | graph usage=graph_usage:3
+| graph precision=precision_graph:3 | graph recall=recall_graph:3 | graph F1=f1_graph:3
+| routing p50 ms=latency_ms_p50:2
+
+3 The quality point's margin rule (`docs/corpora.md`)
+benchmarks/results/margin_rule.json @ swap_summary
+rule=@ | met=met:0 | checks=checks:0 | mean gap=mean_gap:4 | worst gap=worst_gap:4
+| mean ms ratio=mean_ms_ratio:2
+
+3 Dense retrieval (`benchmarks.perf.bench_dense`)
+benchmarks/results/dense.json @ datasets
+dataset=@ | passages=passages:0 | encode query p50 ms=encode_query/p50_ms:1
+| 1 thread=encode_query_1_thread/p50_ms:1 | top-k p50 ms=dense_topk/p50_ms:2
+
+3 PPR (`benchmarks.perf.bench_ppr`)
+benchmarks/results/ppr.json @ graphs
+graph=@ | nodes=nodes:0 | edges=edges:0 | ours p50 ms=ours/p50_ms:2
+| prpack p50 ms=igraph_prpack/p50_ms:2 | speed-up=speedup_p50:2 | max abs diff=max_abs_diff:9
+
+3 Scaling (`benchmarks.perf.bench_scale`; plan: `docs/scaling.md`)
+benchmarks/results/scale.json @ sizes
+passages=passages:0 | nodes=nodes:0 | edges=edges:0 | graph search p50 ms=graph_search_p50_ms:1
+| p95 ms=graph_search_p95_ms:1 | seeding p50 ms=seed_p50_ms:1
+| local PPR p50 ms=ppr_local_p50_ms:1 | exact PPR p50 ms=ppr_exact_p50_ms:1
+| top-5 local vs exact=top5_agreement:3 | CSR MB=csr_mb:1 | graph load s=graph_load_s:1
+
+3 Graph memory at load (`benchmarks.perf.bench_graph_memory`)
+benchmarks/results/graph_memory.json @ datasets
+dataset=@ | nodes=nodes:0 | edges=edges:0 | peak MB at load=peak_mb:1
+| estimate MB=estimate_mb:1 | estimate / peak=estimate_over_peak:2 | load s=load_s:1
+
+3 Indexing throughput (`benchmarks.perf.bench_index`)
+benchmarks/results/index_throughput.json @ runs
+run=@ | passages=passages:0 | cold s=cold/wall_s:1 | warm s=warm/wall_s:1
+| rebuild s=rebuild/wall_s:1 | projected 2Wiki cold s=projected_2wiki_cold_s:0
+
+3 /route at 8 clients (`benchmarks.perf.bench_load`)
+benchmarks/results/load_route.json @ phases
+phase=@ | requests=requests:0 | errors=errors:0 | req/s=throughput_rps:1 | p50 ms=p50_ms:1
+| p95 ms=p95_ms:1 | p99 ms=p99_ms:1
+
+3 The LLM path against a real server (`benchmarks.perf.bench_llm_server`)
+benchmarks/results/llm_server.json @ runtimes
+runtime=runtime:s | start-up s=startup_s:2 | decode probe tok/s=probe/tokens_per_s:1
+
+3 Reliability probes (`benchmarks.perf.bench_reliability`)
+benchmarks/results/reliability.json @ targets
+goal=@ | met=:s
+
+3 Routers side by side (`benchmarks.quality.bench_routing`)
+benchmarks/results/routing.json @ sets/2wikimultihopqa:test/routers
+router=@ | hybrid R@5=recall@5:3 | graph usage=graph_usage:3 | graph F1=f1_graph:3
+| routing p50 ms=latency_ms_p50:2
+"""
+
+
+def specs() -> list[tuple[int, str, str, str, str]]:
+    out = []
+    for block in SPECS.strip().split("\n\n"):
+        head, where, *cols = block.splitlines()
+        level, title = head.split(" ", 1)
+        rel, _, at = where.partition(" @ ")
+        out.append((int(level), title, rel, at, " ".join(cols)))
+    return out
+
+
+def spec_section(page: Page, level: int, title: str, rel: str, at: str, cols: str) -> None:
+    """One table by its spec; a file with its own `tables` gets those too."""
+    if "*" in rel or "," in rel:  # every file one row
+        page.h(level, title)
+        files = (
+            sorted(page.root.glob(rel)) if "*" in rel else [page.root / r for r in rel.split(",")]
+        )
+        page.source(rel.replace(",", "`, `"))
+        rows = [json.loads(f.read_text(encoding="utf-8")) for f in files if f.is_file()]
+        for f in files:
+            if not f.is_file():
+                page.missing(f.relative_to(page.root).as_posix())
+        if rows or "*" not in rel:
+            columns_table(page, rows, cols)
+        else:
+            page.missing(rel)
+        return
+
+    def body(d: dict[str, Any]) -> None:
+        own_tables(page, d)
+        columns_table(page, get(d, *at.split("/")) if at else [d], cols)
+
+    page.section(level, title, rel, body)
+
+
+# ------------------------------------------------------------------------------ headlines
+FIXED = "always_"  # a fixed strategy's row in a routing report
+ROUTERS = ("kway", "oracle", "adr")  # the routers' rows: every name that starts so
+
+
+def cost_rows(rows: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Every fixed strategy and the routers, cheapest first."""
+    keep = [(k, v) for k, v in rows.items() if k.startswith((FIXED, *ROUTERS))]
+    return sorted(keep, key=lambda kv: (kv[1].get("mean_ms") or 0.0, kv[0]))
+
+
+def figure_link(page: Page, name: str, what: str) -> None:
+    page.para(f"![{what}]({FIGURES}/{name}.png)")
+
+
+def loco(page: Page) -> None:
+    page.h(3, "Left one corpus out (`r2a evaluate routing --protocol loco`)")
+    files = sorted((page.root / "reports" / "routing").glob("*_loco.json"))
+    page.source("reports/routing/*_loco.json")
+    if not files:
+        page.para(NOT_YET.format("`reports/routing/*_loco.json`"))
+        return
+    for f in files:
+        d = json.loads(f.read_text(encoding="utf-8"))
+        ds = d.get("dataset", f.stem)
+        page.h(4, f"{ds} held out")
+        page.source(f"reports/routing/{f.name}")
+        page.para(
+            f"{d.get('n_queries')} queries, trained on {pairs(d.get('trained_on'))}; point "
+            f"`{d.get('point')}`, budget {d.get('budget')}."
+        )
+        columns_table(page, dict(cost_rows(d.get("routers", {}))), COST_COLS)
+        page.table(
+            "comparison | recall difference [95%]",
+            [[k, paired_cell(v)] for k, v in d.get("paired", {}).items() if isinstance(v, dict)],
+        )
+        figure_link(page, f"loco_{ds}", f"recall against ms, {ds} held out")
+
+
+COST_COLS = (
+    "strategy or router=@ | recall=recall:3 | FCR=fcr:3 | mean ms=mean_ms:1"
+    " | mean passages=mean_passages:1"
+)
+
+
+def corpora_all(page: Page) -> None:
+    rel = "reports/corpora/all.json"
+    page.h(3, "Every corpus, each held out (`r2a evaluate corpora`)")
     page.source(rel)
     d = page.load(rel)
     if d is None:
-        page.missing(rel)
+        page.para(NOT_YET.format(f"`{rel}`"))
         return
-    page.para(
-        f"The k-way router trained on {pairs(d.get('trained_on'))} queries, routing "
-        f"{d.get('n_queries')} musique_dev queries (protocol `{d.get('protocol')}`, "
-        f"budget {d.get('budget')})."
-    )
-    kway_routers(page, d.get("routers", {}), KWAY_DEFAULT_ROWS)
-    paired = d.get("paired", {})
-    page.table(
-        "comparison | recall difference [95%]",
-        [[k, diff_ci(v)] for k, v in paired.items() if isinstance(v, dict) and "diff" in v],
-    )
+    for ds, c in d.get("corpora", {}).items():
+        page.h(4, ds)
+        page.para(
+            f"{c.get('n_queries')} queries, trained on {pairs(c.get('trained_on'))}; best fixed "
+            f"strategy `{c.get('best_fixed')}`; cost in {c.get('cost_unit')}."
+        )
+        columns_table(
+            page,
+            dict(cost_rows(c.get("rows", {}))),
+            COST_COLS + " | mean cost=mean_cost:1 | vs best fixed [95%]=vs_best:ci",
+        )
+        figure_link(page, f"corpora_{ds}", f"recall against ms, {ds}")
 
 
-# ------------------------------------------------------------------------------ benchmarks
-def dense(page: Page) -> None:
-    rel = "benchmarks/results/dense.json"
-
+def rewriter_corpora(page: Page) -> None:
     def body(d: dict[str, Any]) -> None:
-        enc = d.get("encoder", {})
-        rows = []
-        for name, ds in d.get("datasets", {}).items():
-            recall = get(ds, "hnsw", "recall@10", default={})
-            spec = "passages:0 encode_query/p50_ms:1 encode_query_1_thread/p50_ms:1 "
-            spec += "dense_topk/p50_ms:2"
-            by_ef = ", ".join(f"{k} {v:.3f}" for k, v in recall.items()) or "—"
-            rows.append([name, *pick(ds, spec), by_ef])
+        chosen = d.get("chosen", "")
         page.para(
-            f"Encoder {enc.get('name')} ({enc.get('dim')}-d), torch "
-            f"{get(d, 'machine', 'torch', default='?')} "
-            f"({get(d, 'machine', 'torch_threads', default='?')} threads unless said); "
-            "top-k is the pgvector query given the query embedding."
+            f"Split `{d.get('split')}`; rule: {d.get('rule')}. Chosen: `{chosen}`, "
+            f"worst gain {signed(d.get('worst_gain'), 4)}."
         )
         page.table(
-            (
-                "dataset | passages | encode query p50 ms | 1 thread | top-k p50 ms"
-                " | HNSW recall@10 by ef_search"
-            ),
+            "setting | worst gain",
+            [[k, signed(v, 4)] for k, v in (d.get("worst_gain_by_setting") or {}).items()],
+        )
+        rows = {
+            k: {"n": v.get("n"), "graph": v.get("graph"), "rw": v.get(chosen)}
+            for k, v in d.get("corpora", {}).items()
+        }
+        columns_table(
+            page,
             rows,
-        )
-        skipped = d.get("skipped") or {}
-        if skipped:
-            page.para("Skipped: " + "; ".join(f"{k}: {v}" for k, v in skipped.items()))
-
-    page.section(2, "Dense retrieval (`benchmarks/bench_dense.py`)", rel, body)
-
-
-def catrag_variants(page: Page, d: dict[str, Any]) -> None:
-    for ds in d.get("datasets", []):
-        page.para(f"**{ds.get('dataset')}** ({ds.get('queries')} queries)")
-        rows = []
-        for name, v in ds.get("variants", {}).items():
-            wl = v.get("fcr@5_wins_losses")
-            vs = v.get("fcr@5_vs_graph")
-            vs_s = "—" if vs is None else f"{signed(vs)} {ci(v.get('fcr@5_vs_graph_ci95'))}"
-            wl_s = "—" if not wl else f"{wl[0]}/{wl[1]}"
-            rest = "answer_in_context@5:3 hub_mass:3 ppr_weighted_strength:1 latency_ms_p50:1"
-            rows.append(
-                [
-                    name,
-                    *pick(v, "recall@5:3 fcr@5:3"),
-                    vs_s,
-                    wl_s,
-                    *pick(v, rest),
-                    num(v.get("edit_ms_p50"), 1),
-                ]
-            )
-        page.table(
-            (
-                "variant | R@5 | FCR@5 | FCR@5 vs graph [95%] | wins/losses | AIC@5 | hub mass"
-                " | PPR-weighted strength | p50 ms | edit p50 ms"
-            ),
-            rows,
+            "corpus=@ | queries=n:0 | graph R@5=graph/recall@5:3"
+            " | graph FCR@5=graph/fcr@5:3 | with the rewrite R@5=rw/recall@5:3"
+            " | FCR@5=rw/fcr@5:3 | R@5 gain=rw/r5_gain:ci | FCR@5 gain=rw/fcr5_gain:ci",
         )
 
-
-def catrag_union(page: Page, d: dict[str, Any]) -> None:
-    """The default chosen on the union's folds, held out per corpus, then every variant."""
-    u = d.get("union_fold_choice") or {}
-    if u:
-        page.para(
-            f"Rule: {u.get('rule')}. Chosen per fold: {', '.join(u.get('per_fold', []))}; "
-            f"on all folds (the default): **{u.get('all_folds')}**."
-        )
-        rows = []
-        for ds, h in u.get("held_out", {}).items():
-            f, r = h.get("fcr@5_vs_graph", {}), h.get("recall@5_vs_graph", {})
-            rows.append(
-                [
-                    ds,
-                    num(h.get("fcr@5"), 3),
-                    f"{signed(f.get('diff'))} {ci(f.get('ci95'))}",
-                    num(h.get("recall@5"), 3),
-                    f"{signed(r.get('diff'))} {ci(r.get('ci95'))}",
-                ]
-            )
-        page.table("held out | FCR@5 | vs graph [95%] | R@5 | vs graph [95%]", rows)
-    catrag_variants(page, d)
-
-
-def catrag(page: Page) -> None:
-    page.h(2, "CatRAG (`benchmarks/bench_catrag.py`)")
-    page.para(
-        "Every figure `fact_filter: none`; paired bootstrap 95% intervals against `graph`; "
-        "wins/losses: queries whose full chain only the variant (wins) or only graph recovers."
-    )
-    for title, rel in (
-        ("Variants and ablations", "benchmarks/results/catrag.json"),
-        ("Tiers read off the answer key (the ceiling)", "benchmarks/results/catrag_oracle.json"),
-        (
-            "The LLM judge and fact filter, local SmolLM2-135M",
-            "benchmarks/results/catrag_llm_local.json",
-        ),
-    ):
-        page.section(3, title, rel, lambda d: catrag_variants(page, d))
     page.section(
         3,
-        "The default, chosen on the folds of three corpora",
-        "benchmarks/results/catrag_union.json",
-        lambda d: catrag_union(page, d),
-    )
-    page.section(
-        3,
-        "Why tiered edges and key-fact cancel",
-        "benchmarks/results/catrag_interaction.json",
-        lambda d: catrag_interaction(page, d),
+        "The rewrite gate, chosen on every corpus's train split",
+        "benchmarks/results/rewriter_corpora.json",
+        body,
     )
 
 
-def catrag_interaction(page: Page, d: dict[str, Any]) -> None:
-    page.para(
-        f"**{d.get('dataset')}** ({d.get('queries')} queries): on the columns key-fact edits, "
-        "the step's probability into each set, static → edited, per arm (anchoring on)."
-    )
-    rows = []
-    for arm, f in d.get("arms", {}).items():
-        rows.append(
-            [arm, num(f.get("columns"), 1)]
-            + [
-                f"{num(f.get('static_' + k), 3)} → {num(f.get(k), 3)}"
-                for k in ("passage_share", "keyfact_share", "gold_share")
-            ]
-        )
-    page.table("arm | edited columns | any passage | key-fact passages | gold passages", rows)
-
-
-def ppr_local(page: Page) -> None:
-    page.h(2, "Local PPR (`benchmarks/bench_ppr_local.py`)")
+def kway_cv5(page: Page) -> None:
     for title, rel in (
-        ("Graph search", "benchmarks/results/ppr_local_graph.json"),
-        ("CatRAG's edited operator", "benchmarks/results/ppr_local_catrag.json"),
-    ):
-
-        def body(d: dict[str, Any]) -> None:
-            rows = []
-            for mode, variants in d.get("modes", {}).items():
-                for name, v in variants.items():
-                    delta = {"diff": v.get("fcr@5_delta"), "ci95": v.get("fcr@5_delta_ci95")}
-                    rows.append(
-                        [
-                            mode,
-                            name,
-                            *pick(v, "recall@5:3 fcr@5:3 top5_agreement:3"),
-                            diff_ci(delta) if "fcr@5_delta" in v else "—",
-                            *pick(v, "search_p50_ms:1 ppr_p50_ms:1"),
-                        ]
-                    )
-            page.table(
-                (
-                    "mode | solver | R@5 | FCR@5 | top-5 equal to exact | FCR@5 vs exact [95%]"
-                    " | search p50 ms | PPR p50 ms"
-                ),
-                rows,
-            )
-
-        page.section(3, title, rel, body)
-
-
-def scale(page: Page) -> None:
-    rel = "benchmarks/results/scale.json"
-
-    def body(d: dict[str, Any]) -> None:
-        page.para(
-            f"A synthetic graph of the 2Wiki index's shape; graph search = the library's "
-            f"GraphRetriever (seeding scores every fact and passage in memory; top-"
-            f"{d.get('passage_seeds')} passages seeded; local PPR, r_max "
-            f"{d.get('r_max')}). Graph search p50 at the largest size over the smallest: "
-            f"**{num(d.get('graph_search_growth'), 2)}×**."
-        )
-        spec = (
-            "passages:0 nodes:0 edges:0 graph_search_p50_ms:1 graph_search_p95_ms:1 "
-            "seed_p50_ms:1 ppr_local_p50_ms:1 ppr_exact_p50_ms:1 "
-            "top5_agreement:3 csr_mb:1 rss_mb:1 graph_load_s:1"
-        )
-        rows = [pick(s, spec) for s in d.get("sizes", {}).values()]
-        page.table(
-            (
-                "passages | nodes | edges | graph search p50 ms | p95 ms | seeding p50 ms"
-                " | local PPR p50 ms | exact PPR p50 ms | top-5 local = exact"
-                " | CSR MB | RSS MB | graph load s"
-            ),
-            rows,
-        )
-
-    page.section(2, "Scaling (`benchmarks/bench_scale.py`; plan: `docs/scaling.md`)", rel, body)
-
-
-def synonyms(page: Page) -> None:
-    page.h(2, "Synonym edges: all pairs against pgvector HNSW (`benchmarks/bench_synonyms.py`)")
-    rels = [
-        "benchmarks/results/synonyms_hnsw.json",
-        "benchmarks/results/synonyms_growth.json",
-        "benchmarks/results/synonyms_growth_160k.json",
-    ]
-    page.source(*rels)
-    rows = []
-    for rel in rels:
-        d = page.load(rel)
-        if d is None:
-            page.missing(rel)
-            continue
-        sizes = d.get("sizes") or {str(d.get("entities")): d}
-        for size, s in sizes.items():
-            ratio = s.get("hnsw_over_all_pairs")
-            if ratio is None and s.get("all_pairs_s"):
-                ratio = s["hnsw_s"] / s["all_pairs_s"]
-            spec = "edges/all_pairs:0 recall:4 all_pairs_s:1 hnsw_s:1"
-            rows.append([Path(rel).name, size, *pick(s, spec), num(ratio, 2)])
-    page.table(
+        ("The k-way router, 2Wiki out of fold", "reports/routing/kway_2wikimultihopqa_cv5.json"),
         (
-            "file | entities | all-pairs edges | HNSW recall | all pairs s | HNSW s"
-            " | HNSW / all pairs"
+            "The k-way router, 2Wiki's frozen test split",
+            "reports/routing/kway_2wikimultihopqa_test.json",
         ),
-        rows,
-    )
-
-
-def graph_memory(page: Page) -> None:
-    rel = "benchmarks/results/graph_memory.json"
-
-    def body(d: dict[str, Any]) -> None:
-        spec = "nodes:0 edges:0 peak_mb:1 estimate_mb:1 estimate_over_peak:2 load_s:1"
-        rows = [[name, *pick(s, spec)] for name, s in d.get("datasets", {}).items()]
-        page.table(
-            ("dataset | nodes | edges | peak MB at load | estimate MB | estimate / peak | load s"),
-            rows,
-        )
-
-    page.section(2, "Graph memory at load (`benchmarks/bench_graph_memory.py`)", rel, body)
-
-
-def rewriter(page: Page) -> None:
-    page.h(2, "The structural rewriter (`benchmarks/bench_rewriter.py`)")
-    rel = "benchmarks/results/rewriter_all_queries.json"
-
-    def body(d: dict[str, Any]) -> None:
-        rows = []
-        for ds in d.get("datasets", []):
-            st = ds.get("structural", {})
-            wo, w, ws = ds.get("without", {}), st.get("with", {}), st.get("with_seeding", {})
-            rows.append(
-                [
-                    ds.get("dataset"),
-                    num(ds.get("queries")),
-                    pct(st.get("parsed")),
-                    f"{num(wo.get('recall@5'))} / {num(wo.get('fcr@5'))}",
-                    f"{num(ws.get('recall@5'))} / {num(ws.get('fcr@5'))}",
-                    f"{signed(ws.get('recall@5_gain'))} {ci(ws.get('recall@5_gain_ci95'))}",
-                    f"{signed(ws.get('fcr@5_gain'))} {ci(ws.get('fcr@5_gain_ci95'))}",
-                    f"{signed(w.get('fcr@5_gain'))} {ci(w.get('fcr@5_gain_ci95'))}",
-                    num(st.get("ms_p50"), 2),
-                ]
-            )
-        page.table(
-            (
-                "corpus | queries | parsed | graph@5 R@5 / FCR@5"
-                " | graph+rw@5 (seeding) R@5 / FCR@5 | R@5 gain [95%] | FCR@5 gain [95%]"
-                " | q′ appended only: FCR@5 gain | rewrite p50 ms"
-            ),
-            rows,
-        )
-
-    page.section(3, "Every complete-gold query, with and without the triplets' seeding", rel, body)
-    rel = "benchmarks/results/rewriter_epsilon_structural.json"
-
-    def eps(d: dict[str, Any]) -> None:
-        page.para(
-            f"{get(d, 'config', 'dataset')}, the queries router `{get(d, 'config', 'router')}` "
-            f"sends to graph ({get(d, 'routing', 'routed_to_graph')}); eq. 7's ε."
-        )
-        spec = "rewritten:0 recall@5_without:3 recall@5_with:3 rewrite_ms_p50:2"
-        rows = [[e, *pick(v, spec)] for e, v in d.get("per_epsilon", {}).items()]
-        page.table("ε | rewritten | R@5 without | R@5 with | rewrite p50 ms", rows)
-
-    page.section(3, "ε for the structural rewriter", rel, eps)
-    rel = "benchmarks/results/rewriter_corpora_musique_dev.json"
-
-    def gate(d: dict[str, Any]) -> None:
-        for name, c in d.get("corpora", {}).items():
-            page.para(
-                f"{name}, split `{d.get('split')}` ({c.get('n')} queries): graph@5 R@5 "
-                f"{num(get(c, 'graph', 'recall@5'))}, FCR@5 {num(get(c, 'graph', 'fcr@5'))}"
-            )
-            rows = [
-                [
-                    k,
-                    *pick(v, "parsed:3 recall@5:3 fcr@5:3"),
-                    diff_ci(v.get("r5_gain")),
-                    diff_ci(v.get("fcr5_gain")),
-                ]
-                for k, v in c.items()
-                if isinstance(v, dict) and "r5_gain" in v
-            ]
-            page.table(
-                (
-                    "min confidence, link heads | parsed | R@5 | FCR@5 | R@5 gain [95%]"
-                    " | FCR@5 gain [95%]"
-                ),
-                rows,
-            )
-
-    page.section(3, "The confidence gate, chosen on musique_dev's train split", rel, gate)
-
-
-def routing_bench(page: Page) -> None:
-    page.h(2, "Two-way routers (`benchmarks/bench_routing.py`, `bench_router_ceiling.py`)")
-    rel = "benchmarks/results/routing.json"
-
-    def body(d: dict[str, Any]) -> None:
-        for name, s in d.get("sets", {}).items():
-            page.para(
-                f"**{name}** ({s.get('n_queries')} queries, held out: {num(s.get('held_out'))})"
-            )
-            two_way_routers(page, s.get("routers", {}))
-        lat = d.get("latency", {})
-        rows = [
-            [k, ms(v.get("p50_ms")), ms(v.get("p95_ms"))]
-            for k, v in lat.items()
-            if isinstance(v, dict)
-        ]
-        page.para(f"Routing latency per query (r2a runtime `{lat.get('r2a_runtime')}`):")
-        page.table("what | p50 ms | p95 ms", rows)
-
-    page.section(3, "Side by side", rel, body)
-    rel = "benchmarks/results/router_ceiling.json"
-
-    def ceiling(d: dict[str, Any]) -> None:
-        ref = d.get("reference", {})
-        page.para(
-            f"{d.get('dataset')} {d.get('split')}, {d.get('n_queries')} queries, "
-            f"{d.get('folds')}-fold logistic probes: always dense "
-            f"{num(ref.get('always_dense'))}, always graph {num(ref.get('always_graph'))}, "
-            f"oracle {num(ref.get('oracle'))} (graph usage {num(ref.get('oracle_graph_usage'))})."
-        )
-        spec = "auc:3 recall@5_at_usage_0.4:3 recall@5_at_usage_0.5:3"
-        rows = [[k, *pick(v, spec)] for k, v in d.get("models", {}).items()]
-        page.table("probe | ROC AUC | R@5 at usage 0.4 | R@5 at usage 0.5", rows)
-
-    page.section(3, "The router ceiling", rel, ceiling)
-
-
-def kway(page: Page) -> None:
-    page.h(2, "The k-way cost-aware router (`r2a evaluate routing`)")
-    rel = "reports/routing/kway_2wikimultihopqa_cv5.json"
-
-    def cv5(d: dict[str, Any]) -> None:
-        page.para(
-            f"{d.get('dataset')}, protocol `{d.get('protocol')}` ({d.get('n_queries')} "
-            f"queries, out of fold), budget {d.get('budget')}, max passages "
-            f"{d.get('max_passages')}; routes among {', '.join(d.get('strategies', []))}."
-        )
-        kway_routers(page, d.get("routers", {}), KWAY_DEFAULT_ROWS)
-        page.para("Paired bootstrap (recall):")
-        page.table(
-            "comparison | difference [95%]",
-            [[k, paired_cell(v)] for k, v in d.get("paired", {}).items()],
-        )
-        page.para("The recall–cost frontier against the fixed strategies' best mix (hull):")
-        page.table(
-            "budget | recall | FCR | mean ms | graph usage | hull recall | vs hull [95%]",
-            [
-                [
-                    *pick(f, "budget:1 recall:3 fcr:3 mean_ms:1 graph_usage:3 hull_recall:3"),
-                    diff_ci(f.get("vs_hull")),
-                ]
-                for f in d.get("frontier", [])
-            ],
-        )
-        abl = d.get("ablation", {})
-        rows = [
-            [k, num(v.get("recall")), num(v.get("fcr")), ms(v.get("mean_ms"))]
-            for k, v in abl.items()
-            if isinstance(v, dict) and "recall" in v
-        ]
-        page.para("Ablation at the default budget:")
-        page.table("variant | recall | FCR | mean ms", rows)
-        at_cost = abl.get("frontier_at_two_way_cost", {})
-        rows = []
-        for k, v in at_cost.items():
-            row = [k, ms(v.get("router_ms")), num(v.get("router_recall"))]
-            for side in ("within", "above"):
-                w = v.get(side) or {}
-                row += [
-                    f"{num(w.get('budget'), 1)}: {num(w.get('kway_recall'))} at "
-                    f"{ms(w.get('kway_ms'))} ms",
-                    diff_ci(w.get("paired")),
-                ]
-            rows.append(row)
-        if rows:
-            page.para(
-                "kway at each two-way router's own ms (`frontier_at_two_way_cost`: the "
-                "largest budget within it, the smallest above it):"
-            )
-            page.table(
-                (
-                    "router | router ms | router recall | kway within (budget) | vs router [95%]"
-                    " | kway above (budget) | vs router [95%]"
-                ),
-                rows,
-            )
-        moon = abl.get("moonshot")
-        if isinstance(moon, dict):
-            page.para(
-                f"Moonshot (`ablation.moonshot`, target {pairs(moon.get('target'))}): kway over "
-                f"every strategy {num(get(moon, 'kway_every_strategy', 'recall'))}, the "
-                f"fixed strategies' best mix {num(moon.get('hull_recall'))}, a per-query "
-                f"oracle within the same means {num(moon.get('budgeted_oracle_recall'))}."
-            )
-
-    page.section(3, "2Wiki, out of fold", rel, cv5)
-    for title, rel in (
-        ("2Wiki, the frozen test split", "reports/routing/kway_2wikimultihopqa_test.json"),
-        ("MuSiQue, a corpus it never saw", "reports/routing/kway_musique_all.json"),
-        ("HotpotQA, a corpus it never saw", "reports/routing/kway_hotpotqa_all.json"),
     ):
 
         def body(d: dict[str, Any]) -> None:
             page.para(
-                f"{d.get('n_queries')} queries, protocol `{d.get('protocol')}`, "
-                f"budget {d.get('budget')}."
+                f"{d.get('n_queries')} queries, protocol `{d.get('protocol')}`, budget "
+                f"{d.get('budget')}; routes among {', '.join(d.get('strategies', []))}."
             )
-            kway_routers(page, d.get("routers", {}), KWAY_DEFAULT_ROWS)
+            kway_routers(page, d.get("routers", {}), KWAY_ROWS)
             page.table(
-                "comparison | recall difference [95%]",
+                "comparison | difference [95%]",
                 [
                     [k, paired_cell(v)]
                     for k, v in d.get("paired", {}).items()
@@ -989,386 +550,66 @@ def kway(page: Page) -> None:
 
         page.section(3, title, rel, body)
 
-    def choice(d: dict[str, Any]) -> None:
-        cfg = d.get("config", {})
-        page.para(
-            f"{len(d.get('candidates', {}))} candidates (route set × budget), each trained "
-            f"and scored out of fold on {', '.join(cfg.get('corpora', []))} together "
-            f"({pairs(cfg.get('n_queries'))} queries). Chosen per operating point:"
-        )
-        page.table(
-            "point | route | budget | worst recall gain | worst ms ratio | rule",
-            [
-                [
-                    point,
-                    ", ".join(c.get("route", [])),
-                    num(c.get("budget"), 1),
-                    num(c.get("worst_recall_gain"), 4),
-                    num(c.get("worst_ms_ratio"), 3),
-                    c.get("rule"),
-                ]
-                for point, c in d.get("choice", {}).items()
-            ],
-        )
-        rows = []
-        for point, c in d.get("choice", {}).items():
-            cand = d.get("candidates", {}).get(c.get("candidate"), {})
-            for corpus, v in cand.get("corpora", {}).items():
-                rows.append(
-                    [
-                        point,
-                        corpus,
-                        num(v.get("recall")),
-                        ms(v.get("mean_ms")),
-                        diff_ci(v.get("vs_reference")),
-                        num(v.get("ms_vs_reference"), 2),
-                        f"{v.get('best_fixed')} {num(v.get('best_fixed_recall'))}",
-                        diff_ci(v.get("vs_best_fixed")),
-                        num(v.get("ms_ratio"), 2),
-                    ]
-                )
-        page.table(
-            "point | corpus | recall | mean ms | vs always-graph@5 [95%] | ms ratio | best "
-            "fixed | vs best fixed [95%] | ms ratio",
-            rows,
-        )
 
-    page.section(
-        3,
-        "The route set and budget, chosen on three corpora's folds",
-        "benchmarks/results/route_choice.json",
-        choice,
-    )
-
-    def shift(d: dict[str, Any]) -> None:
-        page.para(
-            "Each corpus held out in turn, the k-way router trained on the other two; "
-            "recall and ms ratio against the best fixed strategy on the held-out corpus "
-            "(`benchmarks/bench_loco_shift.py`, `docs/corpora.md`). " + str(d.get("note", ""))
-        )
-        rows = []
-        for held, r in d.get("held_out", {}).items():
-            for point in ("kway", "kway_quality"):
-                for method, v in (r.get(point) or {}).items():
-                    if not isinstance(v, dict) or "recall" not in v:
-                        continue
-                    rows.append(
-                        [
-                            held,
-                            point,
-                            method,
-                            num(v.get("recall")),
-                            signed(v.get("diff")),
-                            ci(v.get("ci95")),
-                            num(v.get("ms_ratio"), 2),
-                            "yes" if v.get("met") else "no",
-                        ]
-                    )
-        page.table(
-            "held out | point | transfer | recall | vs best fixed | [95%] | ms ratio | met",
-            rows,
-        )
-        few = []
-        for held, r in d.get("held_out", {}).items():
-            for point in ("kway", "kway_quality"):
-                for k, v in get(r, point, "few_labels", default={}).items():
-                    few.append(
-                        [
-                            held,
-                            point,
-                            k,
-                            signed(v.get("diff_mean")),
-                            signed(v.get("diff_p10")),
-                            num(v.get("ms_ratio_mean"), 2),
-                            pct(v.get("met_share")),
-                        ]
-                    )
-        page.table(
-            "held out | point | labelled questions | mean diff | 10th percentile | ms ratio "
-            "| draws meeting the target",
-            few,
-        )
-
-    def load_runs(d: dict[str, Any]) -> None:
-        m = d.get("machine", {})
-        page.para(
-            f"{d.get('dataset')} labelled twice: quiet (load {get(d, 'loadavg_before', 'quiet')}, "
-            f"{get(d, 'label_seconds', 'quiet')} s) and with {m.get('hogs')} "
-            f"{m.get('load', 'steady')} hogs (load {get(d, 'loadavg_before', 'loaded')}, "
-            f"{get(d, 'label_seconds', 'loaded')} s); the k-way router trained on each, "
-            f"{d.get('n_test')} test queries (`benchmarks/bench_label_load.py`, "
-            "`docs/routing.md`)."
-        )
-        rows = []
-        for mode, v in d.get("modes", {}).items():
-            rows.append(
-                [
-                    mode,
-                    pct(v.get("agreement")),
-                    "yes" if v.get("met") else "no",
-                    num(get(v, "quiet", "test_recall")),
-                    num(get(v, "loaded", "test_recall")),
-                    diff_ci(v.get("recall_paired")),
-                    ms(get(v, "quiet", "test_mean_ms")),
-                    ms(get(v, "loaded", "test_mean_ms")),
-                ]
-            )
-        page.table(
-            "`kway.cost` | test choices alike | ≥ 95% | recall quiet | loaded | loaded − quiet "
-            "[95%] | mean ms quiet | loaded",
-            rows,
-        )
-
-    for rel, title in (
-        ("benchmarks/results/label_load.json", "Costs under a steady load"),
-        ("benchmarks/results/label_load_bursts.json", "Costs under a bursty load"),
-        (
-            "benchmarks/results/label_load_steady2.json",
-            "Costs under a steady load, a second run (one thread set by OMP_NUM_THREADS=1)",
-        ),
-        ("benchmarks/results/label_load_hotpotqa_dev.json", "Costs under load: hotpotqa_dev alone"),
-        ("benchmarks/results/label_load_musique_dev.json", "Costs under load: musique_dev alone"),
-        (
-            "benchmarks/results/label_load_union.json",
-            "Costs under load: the union of the three corpora (as served)",
-        ),
-    ):
-        page.section(3, title, rel, load_runs)
-
-    def jitter(d: dict[str, Any]) -> None:
-        b = d.get("base", {})
-        page.para(
-            f"{d.get('dataset')}: the k-way router trained on the committed labels (thresholds "
-            f"{b.get('thresholds')}, test recall {num(b.get('recall'))}), then again with "
-            + (
-                "each step's price of a corpus times one log-normal factor, priced cpu_median"
-                if d.get("noise") == "step"
-                else "every query's measured ms times a log-normal factor"
-            )
-            + ", no load (`benchmarks/bench_label_jitter.py`, `docs/routing.md`)."
-        )
-        rows = []
-        for sigma, v in d.get("sigmas", {}).items():
-            rec = [t.get("recall") for t in v.get("trials", [])]
-            rows.append(
-                [
-                    sigma,
-                    num(len(rec)),
-                    pct(v.get("share_at_least_95")),
-                    pct(v.get("agreement_mean")),
-                    num(v.get("distinct_thresholds")),
-                    f"{num(min(rec))}–{num(max(rec))}" if rec else "—",
-                ]
-            )
-        page.table(
-            "σ | trials | trials ≥ 95% alike | mean agreement | threshold settings | test recall",
-            rows,
-        )
-
-    page.section(
-        3, "Costs under timing noise alone", "benchmarks/results/label_jitter.json", jitter
-    )
-    for tag in ("2wikimultihopqa", "hotpotqa_dev", "musique_dev", "union"):
-        page.section(
-            3,
-            f"Costs under per-step price noise: {tag}",
-            f"benchmarks/results/label_jitter_step_{tag}.json",
-            jitter,
-        )
-
-    page.section(
-        3,
-        "Left one corpus out: label-free corrections and a few labels",
-        "benchmarks/results/loco_shift.json",
-        shift,
-    )
+KWAY_ROWS = tuple(
+    "kway r2a r2a_embed ner adr oracle oracle_routed always_dense@5 always_graph@5 "
+    "always_catrag@5 always_graph+rw@5 always_fusion@5 always_catrag+rw@5".split()
+)
 
 
-def adr(page: Page) -> None:
-    rel = "benchmarks/results/adr.json"
+# ------------------------------------------------------------------------------ figures
+def plot(rows: dict[str, Any], title: str, path: Path) -> None:
+    """Recall against mean ms: every fixed strategy (grey, named) and the routers."""
+    import matplotlib
 
-    def body(d: dict[str, Any]) -> None:
-        page.para(
-            f"{d.get('dataset')}, {d.get('n_queries')} queries, out of fold; γ "
-            f"{get(d, 'adr', 'gamma')}."
-        )
-        spec = "recall:3 fcr:3 mean_tokens:0 mean_ms:1 mean_passages:2"
-        rows = [[k, *pick(v, spec)] for k, v in d.get("plane", {}).items()]
-        page.table("retriever | R@5 | FCR@5 | context tokens | mean ms | mean passages", rows)
-        t = d.get("targets", {})
-        page.table(
-            "tokens cut vs always-complex | ms cut | FCR@5 gain | targets met",
-            [
-                [
-                    pct(t.get("tokens_cut")),
-                    pct(t.get("ms_cut")),
-                    signed(t.get("fcr_diff")),
-                    num(t.get("met")),
-                ]
-            ],
-        )
-        fb = get(d, "adr", "fallback_by_gamma", default={})
-        if fb:
-            page.table(["γ", *fb.keys()], [["fallback share", *(num(v, 2) for v in fb.values())]])
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
 
-    page.section(2, "ADR (`benchmarks/bench_adr.py`; design: `docs/adr.md`)", rel, body)
-
-
-def load(page: Page) -> None:
-    page.h(2, "The service under load")
-    rel = "benchmarks/results/hardening2_mixed.json"
-
-    def mixed(d: dict[str, Any]) -> None:
-        page.para(str(d.get("what", "")))
-        rows = []
-        for side, s in d.get("sides", {}).items():
-            row = [side, num(s.get("requests"))]
-            for ep in ("route", "retrieve", "route_batch"):
-                e = s.get(ep, {})
-                errs = sum((e.get("errors") or {}).values())
-                row += [ms(e.get("p50_ms")), ms(e.get("p95_ms")), num(errs)]
-            row += [
-                num(s.get("tracebacks")),
-                num(s.get("log_lines_beyond_access_per_1000_requests"), 1),
-            ]
-            rows.append(row)
-        page.table(
-            (
-                "service | requests | /route p50 | p95 | errors | /retrieve p50 | p95 | errors"
-                " | /route_batch p50 | p95 | errors | tracebacks"
-                " | log lines beyond access / 1,000"
-            ),
-            rows,
-        )
-        page.para(
-            f"/route p50 speed-up: {num(d.get('route_p50_speedup'), 2)}×; targets met: "
-            f"{num(d.get('met'))}."
-        )
-
-    page.section(3, "Mixed clients (`benchmarks/bench_mixed.py`)", rel, mixed)
-
-    def container(d: dict[str, Any]) -> None:
-        page.para(str(d.get("what", "")))
-        spec = "requests_ok:0 errors:0 p50_ms:1 p95_ms:1"
-        rows = [
-            [side, *pick(s, spec), ", ".join(ms(v) for v in s.get("rounds_p50_ms", []))]
-            for side, s in d.get("sides", {}).items()
-        ]
-        page.table("side | requests | errors | p50 ms | p95 ms | round p50s", rows)
-        page.para(
-            f"inside / outside at p50: {num(d.get('p50_ratio_inside_over_outside'), 2)}"
-            f" (target ≤ {num(d.get('target_ratio'), 1)}); met: {num(d.get('met'))}."
-        )
-
-    page.section(
-        3,
-        "/route in the serving container against outside it (`benchmarks/bench_container.py`)",
-        "benchmarks/results/container_route.json",
-        container,
-    )
-    for title, rel in (
-        ("/route at 8 clients (`benchmarks/bench_load.py`)", "benchmarks/results/load_route.json"),
-        ("/route before issue 27's batching", "benchmarks/results/load_route_before.json"),
-    ):
-
-        def phases(d: dict[str, Any]) -> None:
-            spec = "requests:0 errors:0 throughput_rps:1 p50_ms:1 p95_ms:1 p99_ms:1"
-            rows = [[name, *pick(p, spec)] for name, p in d.get("phases", {}).items()]
-            page.table("phase | requests | errors | req/s | p50 ms | p95 ms | p99 ms", rows)
-
-        page.section(3, title, rel, phases)
-    rel = "benchmarks/results/hardening.json"
-
-    def hardening(d: dict[str, Any]) -> None:
-        rows = [
-            [
-                k,
-                json.dumps(v.get("value"))
-                if isinstance(v.get("value"), dict)
-                else num(v.get("value")),
-                v.get("target"),
-                num(v.get("met")),
-            ]
-            for k, v in d.get("targets", {}).items()
-        ]
-        page.table("check | value | target | met", rows)
-
-    page.section(3, "Fuzzing, a database outage, /answer overload", rel, hardening)
-
-
-def llm_server(page: Page) -> None:
-    rel = "benchmarks/results/llm_server.json"
-
-    def body(d: dict[str, Any]) -> None:
-        cfg = d.get("config", {})
-        page.para(
-            f"The first {cfg.get('questions')} {cfg.get('dataset')} questions, "
-            f"{cfg.get('threads')} thread; per path: tokens/s, p50 / p95 ms an operation, fallback "
-            "rates by reason."
-        )
-        runtimes = d.get("runtimes", [])
-        paths: list[str] = []
-        for r in runtimes:
-            for p in r.get("paths", []):
-                if p["path"] not in paths:
-                    paths.append(p["path"])
-        rows = [
-            ["start-up s", *(num(r.get("startup_s"), 2) for r in runtimes)],
-            ["decode probe tok/s", *(num(get(r, "probe", "tokens_per_s"), 1) for r in runtimes)],
-        ]
-        for path in paths:
-            row = [path]
-            for r in runtimes:
-                p = next((p for p in r.get("paths", []) if p["path"] == path), None)
-                if p is None:
-                    row.append("—")
-                    continue
-                by_reason = (p.get("fallback_rate_by_reason") or {}).items()
-                rates = ", ".join(f"{k} {v:.2f}" for k, v in by_reason) or "none"
-                cell = (
-                    f"{num(p.get('tokens_per_s'), 1)} tok/s, "
-                    f"{ms(get(p, 'op_latency', 'p50_ms'))} / "
-                    f"{ms(get(p, 'op_latency', 'p95_ms'))} ms; {rates}"
-                )
-                if "names_gold_answer" in p:
-                    cell += f"; {p['names_gold_answer']}/{p.get('operations')} name the answer"
-                row.append(cell)
-            rows.append(row)
-        page.table(["path", *(r.get("runtime", "?") for r in runtimes)], rows)
-
-    page.section(
-        2, "The LLM path against a real server (`benchmarks/bench_llm_server.py`)", rel, body
-    )
-
-
-def index_shards(page: Page) -> None:
-    page.h(2, "Sharded indexing (`r2a index --shards N`; `docs/scaling.md`)")
-    rels = [
-        "benchmarks/results/index_shards.json",
-        "benchmarks/results/index_shards_idle.json",
-        "benchmarks/results/index_shards_load6.json",
-    ]
-    page.source(*rels)
-    rows = []
-    for rel in rels:
-        d = page.load(rel)
-        if d is None:
-            page.missing(rel)
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=100)
+    for name, r in cost_rows(rows):
+        x, y = r.get("mean_ms"), r.get("recall")
+        if x is None or y is None:
             continue
-        runs = d.get("runs", {})
-        for n, sp in (d.get("speedup") or {}).items():
-            rows.append(
-                [
-                    Path(rel).name,
-                    d.get("dataset"),
-                    n,
-                    ms(get(runs, "1", "wall_s")),
-                    ms(get(runs, n, "wall_s")),
-                    num(sp, 2),
-                    num(get(d, "equal_to_baseline", n, "all_equal")),
-                ]
-            )
-    page.table("file | dataset | shards | 1 shard s | N shards s | speed-up | same index", rows)
+        fixed = name.startswith(FIXED)
+        ax.scatter(
+            x,
+            y,
+            s=18 if fixed else 60,
+            marker="o" if fixed else "*",
+            color="0.55" if fixed else None,
+            zorder=2 if fixed else 3,
+            label=None if fixed else name,
+        )
+        ax.annotate(
+            name.removeprefix(FIXED),
+            (x, y),
+            fontsize=6,
+            xytext=(3, 2),
+            textcoords="offset points",
+            color="0.35" if fixed else "black",
+        )
+    ax.set(xlabel="mean ms a query", ylabel="Recall@k", title=title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, metadata={"Software": None}, bbox_inches="tight")
+    plt.close(fig)
+
+
+def figures(root: Path, folder: Path) -> list[Path]:
+    """The page's PNGs, from the loco and corpora reports present under `root`."""
+    done = []
+    for f in sorted((root / "reports" / "routing").glob("*_loco.json")):
+        d = json.loads(f.read_text(encoding="utf-8"))
+        ds = d.get("dataset", f.stem)
+        done.append(folder / f"loco_{ds}.png")
+        plot(d.get("routers", {}), f"{ds} held out ({f.name})", done[-1])
+    all_ = root / "reports" / "corpora" / "all.json"
+    if all_.is_file():
+        for ds, c in json.loads(all_.read_text(encoding="utf-8")).get("corpora", {}).items():
+            done.append(folder / f"corpora_{ds}.png")
+            plot(c.get("rows", {}), f"{ds} (reports/corpora/all.json)", done[-1])
+    return done
 
 
 # ------------------------------------------------------------------------------ render
@@ -1383,39 +624,26 @@ def render(root: Path = ROOT) -> str:
         "`benchmarks/results/` is what each benchmark saved when it last ran (machine, load "
         "and time stamp are in the file). Recall is Recall@k over the gold passages, FCR "
         "the full-chain rate (every gold passage in the top k); ms are wall-clock on the "
-        "machine named in the file."
+        "machine named in the file. Finished studies keep one line each in "
+        "`benchmarks/studies.md`."
     )
+    page.h(2, "Headlines: routing on corpora it never saw")
+    loco(page)
+    corpora_all(page)
+    spec_section(page, *next(spec for spec in specs() if "margin rule" in spec[1]))
+    rewriter_corpora(page)
     page.h(2, "The loop on this checkout (`reports/`)")
-    for part in (
-        first_run,
-        validation,
-        index,
-        labels,
-        retrieval,
-        router_params,
-        training,
-        promotion,
-        routing_eval,
-        corpora,
-    ):
-        part(page)
-    for part in (
-        encoder_int8,
-        dense,
-        catrag,
-        ppr_local,
-        rewriter,
-        routing_bench,
-        kway,
-        adr,
-        scale,
-        synonyms,
-        graph_memory,
-        index_shards,
-        load,
-        llm_server,
-    ):
-        part(page)
+    first_run(page)
+    for spec in specs():
+        if spec[2].startswith("reports/"):
+            spec_section(page, *spec)
+        if spec[1].startswith("Training"):
+            router_params(page)
+    kway_cv5(page)
+    page.h(2, "Benchmarks (`benchmarks/perf/`, `benchmarks/quality/`)")
+    for spec in specs():
+        if spec[2].startswith("benchmarks/") and "margin rule" not in spec[1]:
+            spec_section(page, *spec)
     return page.text()
 
 
@@ -1435,7 +663,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
-    print(f"wrote {out} ({text.count(chr(10))} lines)")
+    pngs = figures(args.root, out.parent / FIGURES)
+    print(f"wrote {out} ({text.count(chr(10))} lines) and {len(pngs)} figures")
     return 0
 
 

@@ -1,14 +1,13 @@
-"""The load and rewriter benchmarks without a service or a database, run as scripts (no test
-imports a benchmark): the load harness (benchmarks/loadgen.py) against a small local HTTP
-server (bounded in time and count, errors counted by kind), its flame graph and /route floor,
-and both benchmarks' one-line exit when Postgres is down."""
+"""The load harness without a service or a database, run as a module (no test imports a
+benchmark): benchmarks/lib/loadgen.py against a small local HTTP server (bounded in time and
+count, errors counted by kind), its flame graph and /route floor. bench_load's one-line exit
+when Postgres is down is in test_benchmarks_smoke.py."""
 
 from __future__ import annotations
 
 import itertools
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -23,7 +22,6 @@ import pytest
 pytestmark = pytest.mark.unit  # no Postgres, no service: a local stub server
 
 ROOT = Path(__file__).resolve().parents[1]
-BENCH = ROOT / "benchmarks"
 
 
 class _Stub(BaseHTTPRequestHandler):
@@ -71,9 +69,9 @@ def stub_url() -> Iterator[str]:
 
 
 def _loadgen(*args: str, timeout: float = 60) -> Any:
-    """`benchmarks/loadgen.py` run as a script: the JSON it prints last."""
+    """`benchmarks/lib/loadgen.py` run as a module: the JSON it prints last."""
     r = subprocess.run(
-        [sys.executable, str(BENCH / "loadgen.py"), *args],
+        [sys.executable, "-m", "benchmarks.lib.loadgen", *args],
         cwd=ROOT,
         env={**os.environ, "TQDM_DISABLE": "1"},
         capture_output=True,
@@ -110,35 +108,6 @@ def test_load_stops_at_the_request_cap(stub_url: str) -> None:
     )  # fmt: skip
     assert s["requests"] == 25 and s["wall_s"] < 5
     assert "bad_body" not in s["errors_by_kind"]  # no --check: any 200 body is an answer
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.mark.slow  # starts each script's whole stack in a subprocess: seconds each
-@pytest.mark.timeout(60)
-def test_load_and_rewriter_benches_exit_1_with_one_line_when_db_down() -> None:
-    url = f"postgresql://postgres@127.0.0.1:{_closed_port()}/r2adapter"
-    env = {**os.environ, "R2A_DATABASE_URL": url, "TQDM_DISABLE": "1"}
-    procs = {
-        script: subprocess.Popen(
-            [sys.executable, str(BENCH / script), "--quick", "--dataset", "musique"],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for script in ("bench_load.py", "bench_rewriter.py")
-    }
-    for script, proc in procs.items():
-        _, err = proc.communicate(timeout=50)
-        lines = [ln for ln in err.splitlines() if ln.strip()]
-        assert proc.returncode == 1, (script, err)
-        assert len(lines) == 1 and lines[0].startswith("error: database unreachable"), err
 
 
 def test_profile_top_frames_and_flame_graph(tmp_path: Path) -> None:

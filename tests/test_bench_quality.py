@@ -17,7 +17,6 @@ import pytest
 pytestmark = pytest.mark.integration  # the embedded Postgres
 
 ROOT = Path(__file__).resolve().parents[1]
-BENCH = ROOT / "benchmarks"
 
 
 def _sample_copy(folder: Path) -> Path:
@@ -29,9 +28,9 @@ def _sample_copy(folder: Path) -> Path:
     return folder
 
 
-def _bench(script: str, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _bench(module: str, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(BENCH / script), *args],
+        [sys.executable, "-m", f"benchmarks.{module}", *args],
         cwd=ROOT,
         env={**env, "TQDM_DISABLE": "1", "R2A_LLM_BASE_URL": "", "R2A_LLM_BACKEND": ""},
         capture_output=True,
@@ -47,7 +46,7 @@ def test_bench_quality_quick(pg_env: dict[str, str], tmp_path: Path) -> None:
     out = tmp_path / "quality.json"
     args = ["--quick", "--db", "env", "--dataset", str(ds), "--out", str(out)]
     args += ["--openie", "precomputed", "--openie", "llm", "--llm-max-passages", "0"]
-    res = _bench("bench_quality.py", args, pg_env)
+    res = _bench("quality.bench_quality", args, pg_env)
     assert res.returncode == 0, res.stderr[-2000:]
     data = json.loads(out.read_text())
     assert data["benchmark"] == "quality" and data["quick"] is True
@@ -95,7 +94,7 @@ def test_bench_index_quick(pg_env: dict[str, str], tmp_path: Path) -> None:
     ds = _sample_copy(tmp_path / "bisample")
     out = tmp_path / "index.json"
     args = ["--quick", "--db", "env", "--dataset", str(ds), "--openie", "precomputed"]
-    res = _bench("bench_index.py", [*args, "--out", str(out)], pg_env)
+    res = _bench("perf.bench_index", [*args, "--out", str(out)], pg_env)
     assert res.returncode == 0, res.stderr[-2000:]
     data = json.loads(out.read_text())
     assert data["benchmark"] == "index_throughput" and data["failed"] == {}
@@ -125,7 +124,7 @@ def test_env_db_refuses_the_project_database(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("R2A_")}
     env["R2A_DATA_DIR"] = str(ROOT / "data")
     res = _bench(
-        "bench_index.py", ["--quick", "--db", "env", "--out", str(tmp_path / "x.json")], env
+        "perf.bench_index", ["--quick", "--db", "env", "--out", str(tmp_path / "x.json")], env
     )
     assert res.returncode == 1
     assert "--db env points at the project's own database" in res.stdout + res.stderr

@@ -1,4 +1,4 @@
-"""The growth benchmark (benchmarks/bench_scale.py) runs the library's graph retrieval on a
+"""The growth benchmark (benchmarks/perf/bench_scale.py) runs the library's graph retrieval on a
 synthetic index: the script runs, prints its JSON last, and reports the GraphParams it
 searched with, which are params.yaml's with the scale configuration's overrides (no copy of
 the parameters of its own). It is run as a script: no test imports a benchmark."""
@@ -26,7 +26,8 @@ def test_bench_scale_runs_the_library_and_prints_json_last(tmp_path: Path) -> No
     r = subprocess.run(
         [
             sys.executable,
-            "benchmarks/bench_scale.py",
+            "-m",
+            "benchmarks.perf.bench_scale",
             "--sizes",
             "1000,3000",
             "--queries",

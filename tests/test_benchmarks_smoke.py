@@ -1,11 +1,14 @@
-"""Benchmark scripts in their quick form: no database, a small synthetic graph, seconds; run
-as scripts (no test imports a benchmark). And the τ-sweep curve the routing benchmark plots,
-from the library (r2adapter/evaluate/routing_targets.py)."""
+"""Benchmarks in their quick form: every module under benchmarks/perf/ answers --help with the
+options they share; no database, a small synthetic graph, seconds; run as modules
+(`python -m benchmarks.perf.bench_ppr`; no test imports a benchmark). And the τ-sweep curve
+the routing benchmark plots, from the library (r2adapter/evaluate/routing_targets.py)."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -21,6 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
 
 
+PERF = sorted(p.stem for p in (BENCH / "perf").glob("bench_*.py"))
+
+
 def _run(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, *args],
@@ -33,13 +39,40 @@ def _run(args: list[str], env: dict[str, str] | None = None) -> subprocess.Compl
     )
 
 
+def test_perf_modules_are_found() -> None:
+    assert {"bench_first_run", "bench_index", "bench_ppr", "bench_load", "bench_scale"} <= set(PERF)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", PERF)
+def test_perf_module_answers_help(name: str) -> None:
+    """Each perf harness runs as a module and has the options every benchmark shares
+    (benchmarks/lib/common.py `arg_parser`), its description its docstring's opening."""
+    res = _run(["-m", f"benchmarks.perf.{name}", "--help"])
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.startswith(f"usage: {name}.py") and "--quick" in res.stdout
+    assert "--out" in res.stdout
+    doc = ast.get_docstring(ast.parse((BENCH / "perf" / f"{name}.py").read_text())) or ""
+    words = " ".join(re.sub(r"\s+", " ", doc).split()[:6])
+    assert words and words in re.sub(r"\s+", " ", res.stdout), (name, words)
+
+
+def test_benchmarks_edit_no_path_and_import_no_tests() -> None:
+    """Benchmarks run as modules from the repository root: no sys.path edit, no test helper."""
+    for f in BENCH.rglob("*.py"):
+        src = f.read_text()
+        assert "sys.path" not in src, f
+        assert not re.search(r"^\s*(from|import)\s+tests\b", src, re.M), f
+
+
 @pytest.mark.timeout(60)
 def test_bench_ppr_quick_synthetic(tmp_path: Path) -> None:
     out = tmp_path / "ppr.json"
     t0 = time.perf_counter()
     res = _run(
         [
-            str(BENCH / "bench_ppr.py"),
+            "-m",
+            "benchmarks.perf.bench_ppr",
             "--quick",
             "--synthetic-only",
             "--candidates",
@@ -98,16 +131,22 @@ def _closed_port() -> int:
 def test_benches_exit_1_with_one_line_when_db_down() -> None:
     url = f"postgresql://postgres@127.0.0.1:{_closed_port()}/r2adapter"
     env = {**os.environ, "R2A_DATABASE_URL": url, "TQDM_DISABLE": "1"}
-    procs = {  # both at once: each waits out the pool's connect timeout
-        script: subprocess.Popen(
-            [sys.executable, str(BENCH / script), "--quick"],
+    modules = {
+        "perf.bench_ppr": [],
+        "perf.bench_dense": [],
+        "perf.bench_load": ["--dataset", "musique"],
+        "quality.bench_routing": [],
+    }
+    procs = {  # all at once: each waits out the pool's connect timeout
+        module: subprocess.Popen(
+            [sys.executable, "-m", f"benchmarks.{module}", "--quick", *args],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
-        for script in ("bench_ppr.py", "bench_dense.py", "bench_routing.py")
+        for module, args in modules.items()
     }
     for script, proc in procs.items():
         _, err = proc.communicate(timeout=50)

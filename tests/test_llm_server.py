@@ -466,7 +466,7 @@ def test_benchmark_runs_against_the_server(tmp_path: Path) -> None:
     out = tmp_path / "llm_server.json"
     args = ["--runtimes", "server", "--questions", "2", "--passages", "0", "--budgets", "30"]
     r = subprocess.run(
-        [sys.executable, "benchmarks/bench_llm_server.py", *args, "--out", str(out)],
+        [sys.executable, "-m", "benchmarks.perf.bench_llm_server", *args, "--out", str(out)],
         cwd=Path(__file__).resolve().parents[1],
         capture_output=True,
         text=True,

@@ -1,6 +1,8 @@
 """docs/results.md is rendered from the saved reports (scripts/render_results.py,
 `make results`): the renderer runs, the figures it prints are the files' own, a missing file
-is said so rather than a crash, and the committed page is what the files render to now."""
+is said so rather than a crash, the committed page is what the files render to now, its
+recall-against-cost figures are drawn, and the figures README.md and docs/ quote are their
+files' own."""
 
 from __future__ import annotations
 
@@ -84,10 +86,15 @@ def test_the_renderer_succeeds_and_names_its_sources(rendered: str) -> None:
         "reports/eval/retrieval.json",
         "reports/eval/routing.json",
         "reports/routing/kway_2wikimultihopqa_cv5.json",
-        "benchmarks/results/catrag.json",
+        "reports/routing/kway_hotpotqa_dev_loco.json",
+        "reports/corpora/all.json",
+        "benchmarks/results/margin_rule.json",
+        "benchmarks/results/rewriter_corpora.json",
         "benchmarks/results/scale.json",
     ):
         assert f"Source: `{rel}`" in rendered
+    for superseded in ("kway_musique_all.json", "musique_dev.loco.json", "the ceiling"):
+        assert superseded not in rendered
 
 
 @pytest.mark.parametrize(
@@ -96,9 +103,10 @@ def test_the_renderer_succeeds_and_names_its_sources(rendered: str) -> None:
         "reports/eval/retrieval.json",
         "reports/eval/routing.json",
         "reports/routing/kway_2wikimultihopqa_cv5.json",
-        "benchmarks/results/catrag.json",
+        "reports/routing/kway_hotpotqa_dev_loco.json",
+        "reports/corpora/all.json",
+        "benchmarks/results/margin_rule.json",
         "benchmarks/results/scale.json",
-        "benchmarks/results/hardening2_mixed.json",
     ],
 )
 def test_a_printed_figure_is_the_files_own(rendered: str, rel: str) -> None:
@@ -122,18 +130,64 @@ def test_a_printed_figure_is_the_files_own(rendered: str, rel: str) -> None:
         _same(row["mean ms"], d["routers"]["kway"]["mean_ms"], 1)
         paired = _row(_table(rendered, rel, 1), "comparison", "kway_vs_r2a")
         _same(paired["difference [95%]"], d["paired"]["kway_vs_r2a"]["diff"])
-    elif rel.endswith("catrag.json"):
-        variants = d["datasets"][0]["variants"]
-        row = _row(rows, "variant", "catrag_learned_cv5")
-        _same(row["FCR@5"], variants["catrag_learned_cv5"]["fcr@5"])
-        _same(row["FCR@5 vs graph [95%]"], variants["catrag_learned_cv5"]["fcr@5_vs_graph"])
+    elif rel.endswith("_loco.json"):
+        for name in ("kway", "kway_served", "always_graph@5", "always_dense@5"):
+            row = _row(rows, "strategy or router", name)
+            _same(row["recall"], d["routers"][name]["recall"])
+            _same(row["mean ms"], d["routers"][name]["mean_ms"], 1)
+    elif rel.endswith("all.json"):
+        for nth, corpus in enumerate(d["corpora"].values()):
+            rows = _table(rendered, rel, nth)
+            for name, r in corpus["rows"].items():
+                if name.startswith("always_") or name.startswith("kway"):
+                    _same(_row(rows, "strategy or router", name)["recall"], r["recall"])
+    elif rel.endswith("margin_rule.json"):
+        for rule, r in d["swap_summary"].items():
+            _same(_row(rows, "rule", rule)["worst gap"], r["worst_gap"], 4)
     elif rel.endswith("scale.json"):
         for size in d["sizes"].values():
             row = _row(rows, "passages", str(size["passages"]))
             _same(row["graph search p50 ms"], size["graph_search_p50_ms"], 1)
-    elif rel.endswith("hardening2_mixed.json"):
-        for side, s in d["sides"].items():
-            _same(_row(rows, "service", side)["/route p50"], s["route"]["p50_ms"], 1)
+
+
+def _dot(v: float, digits: int) -> str:
+    """A figure as the docs write it: `+.0065`, `−.0076` (a true minus), `.95`."""
+    text = f"{v:+.{digits}f}".replace("+0.", "+.").replace("-0.", "−.")
+    return text
+
+
+RC, CR, MR = (
+    f"benchmarks/results/{f}.json" for f in ("rewriter_corpora", "container_route", "margin_rule")
+)
+# (the page that quotes, the text around the figure, the file, the path to it, how written)
+QUOTES = [
+    ("README.md", "({} s;", "benchmarks/results/first_run.json", "total_s", "{:,.0f}"),
+    ("README.md", "2Wiki {} s", "reports/index/2wikimultihopqa.json", "seconds_total", "{:.0f}"),
+    ("benchmarks/studies.md", "worst gain {}.", RC, "worst_gain", "dot4"),
+    (
+        "benchmarks/studies.md",
+        "inside / outside p50 {} (",
+        CR,
+        "p50_ratio_inside_over_outside",
+        "{:.2f}",
+    ),
+    ("docs/corpora.md", "**{}**", MR, "swap_summary/maximin/worst_gap", "dot4"),
+]
+
+
+@pytest.mark.parametrize(("doc", "around", "rel", "path", "fmt"), QUOTES)
+def test_a_quoted_figure_is_its_files_own(
+    doc: str, around: str, rel: str, path: str, fmt: str
+) -> None:
+    """README.md and docs/ quote figures by hand: each quote listed here is checked against the
+    file it came from, so a rerun that changes the figure fails until the quote follows."""
+    if not (ROOT / rel).is_file():
+        pytest.skip(f"{rel} is not in this checkout")
+    value = _load(rel)
+    for key in path.split("/"):
+        value = value[key]
+    figure = _dot(value, 4) if fmt == "dot4" else fmt.format(value)
+    assert around.format(figure) in (ROOT / doc).read_text(encoding="utf-8"), (doc, figure)
 
 
 def test_the_training_parameters_are_params_yaml(rendered: str) -> None:
@@ -160,6 +214,25 @@ def test_a_missing_file_is_said_so(tmp_path: Path) -> None:
     assert "(not measured: `params.yaml` missing)" in text
     assert "Source: `reports/eval/routing.json`" in text
     assert "(not measured: `reports/eval/routing.json` missing)" not in text
+    assert "(not yet produced: `reports/routing/*_loco.json`" in text
+    assert "(not yet produced: `reports/corpora/all.json`" in text
+
+
+def test_the_figures_are_drawn_per_corpus(tmp_path: Path) -> None:
+    """Recall against ms for every held-out corpus and every corpus of the corpora report."""
+    pngs = _renderer().figures(ROOT, tmp_path)
+    loco = sorted((ROOT / "reports" / "routing").glob("*_loco.json"))
+    if not loco:
+        pytest.skip("no loco report in this checkout")
+    corpora = (
+        _load("reports/corpora/all.json")["corpora"]
+        if (ROOT / "reports/corpora/all.json").is_file()
+        else {}
+    )
+    assert len(pngs) == len(loco) + len(corpora)
+    for png in pngs:
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+        assert f"](figures/{png.name})" in PAGE.read_text(encoding="utf-8")
 
 
 def test_the_committed_page_is_up_to_date() -> None:

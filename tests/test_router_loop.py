@@ -79,7 +79,7 @@ def test_label_train_register_promote(mini: dict[str, str]) -> None:
 
 def test_bench_routing_takes_the_reports_figures(mini: dict[str, str], tmp_path: Path) -> None:
     """The routing targets' set (r2adapter/evaluate/routing_targets.py, what
-    benchmarks/bench_routing.py reports) has `r2a evaluate routing`'s figures as they are
+    benchmarks/quality/bench_routing.py reports) has `r2a evaluate routing`'s figures as they are
     (both champions, the label-free calibration) and adds the τ-sweep curves and checks; the
     script, run as a script (no test imports a benchmark), reports those figures with its
     timing repeats, their checks and the plot."""
@@ -122,7 +122,7 @@ def test_bench_routing_takes_the_reports_figures(mini: dict[str, str], tmp_path:
     args = ["--dataset", "musmini", "--split", "all", "--no-heldout", "--latency-queries", "4"]
     args += ["--llm-queries", "0", "--no-mlflow", "--out", str(out)]
     r = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_routing.py"), *args],
+        [sys.executable, "-m", "benchmarks.quality.bench_routing", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,

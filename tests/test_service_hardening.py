@@ -351,7 +351,8 @@ def test_no_key_set_means_open(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("raw", ["", "\n", "\x0b", "   "])
 def test_an_empty_body_is_malformed(monkeypatch: pytest.MonkeyPatch, raw: str) -> None:
     """The schema says every POST body is required: a blank one is a 422, not `{}` (the
-    10,000-request fuzz run found /info and /reload taking it, benchmarks/bench_hardening.py)."""
+    10,000-request fuzz run found /info and /reload taking it: bench_hardening, a retired
+    study, benchmarks/studies.md)."""
     monkeypatch.delenv("R2A_API_KEY", raising=False)
     c = _front(monkeypatch)
     r = c.post("/retrieve", content=raw, headers={"content-type": "application/json"})

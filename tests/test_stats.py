@@ -41,7 +41,7 @@ def test_constant_ratio_has_no_spread_and_bad_input_is_refused() -> None:
 
 def _bootstrap_as_it_was(a: np.ndarray, b: np.ndarray, seed: int) -> list[float]:
     """The copies this module replaced (kway/evaluate.py `paired_interval`, seed 13;
-    benchmarks/bench_rewriter.py `bootstrap_ci` and bench_ppr_local.py `paired_ci`, seed 0),
+    the retired bench_rewriter `bootstrap_ci` and bench_ppr_local `paired_ci`, seed 0),
     all the same scheme."""
     d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
     rng = np.random.default_rng(seed)
