@@ -194,6 +194,7 @@ class KwayFamily:
 
     name = "kway"
     model = MODEL
+    label_set = "strategies"  # labels/<dataset>.strategies.jsonl
     train_command = "r2a train --router kway"
     passed = "not worse on recall, not costlier in ms or passages"
 
@@ -202,7 +203,24 @@ class KwayFamily:
 
         return label_strategies(dataset)
 
+    def label_path(self, dataset: str) -> Path:
+        from r2adapter.kway.labels import strategy_label_path
+
+        return strategy_label_path(dataset)
+
     def fit(self, dataset: str, params: Any = None) -> dict[str, Any]:
+        """`params` None: params.yaml's, at the route and budget chosen on nested transfers
+        between the corpora it trains on when params.yaml names candidates (kway/loco.py
+        `served_point`)."""
+        if params is None:
+            from dataclasses import replace
+
+            from r2adapter.kway.loco import served_point
+
+            params = kway_params()
+            chosen = served_point(dataset, params)
+            if chosen:
+                params = replace(params, route=chosen[0], budget=chosen[1])
         return train_and_register_kway(dataset, params)
 
     def load(self, alias: str = "champion", version: str | None = None) -> tuple[Any, str]:
