@@ -83,7 +83,7 @@ def test_dvc_indexes_and_labels_the_corpora_the_families_train_on(
 ) -> None:
     """The corpora step: a stage per params.yaml pipeline.corpora that indexes and labels it
     (its three label files tracked outputs); kway.train_corpora and adr.train_corpora are
-    among those corpora, and train_kway / train_adr depend on their label files."""
+    among those corpora, and train@kway / train@adr depend on their label files."""
     data = yaml.safe_load((ROOT / "params.yaml").read_text())
     corpora = data["pipeline"]["corpora"]
     assert corpora and data["pipeline"]["dataset"] not in corpora
