@@ -42,7 +42,7 @@ data: install
 # the development corpora's index-and-label stages, whose outputs are files, are restored
 # from the DVC remote (`--pull`) when dvc.lock matches the code and parameters, and run
 # when it does not (issue 42).
-LOCAL_STAGES := train promote train_kway promote_kway train_adr promote_adr evaluate
+LOCAL_STAGES := train promote evaluate
 run: data
 	$(VENV)/bin/r2a run
 	$(VENV)/bin/r2a state || ( $(VENV)/bin/dvc repro --force --single-item index \

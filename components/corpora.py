@@ -1,9 +1,10 @@
 """corpora: the loop's `corpora` step (r2adapter/loop.py, `r2a index` then `r2a label` per
 corpus): the development corpora of the run's `corpora` parameter (params.yaml
 pipeline.corpora by default) indexed and labelled, their label files shipped as one
-directory artifact to `train_kway` and `train_adr`, which put them in labels/ before
-training, so that both families train on the union (kway.train_corpora, adr.train_corpora)
-as the local loop's champions do.
+directory artifact to the trainers of the families that label their own set
+(components/family.py `train_family`), which put them in labels/ before training, so that
+they train on the union (kway.train_corpora, adr.train_corpora) as the local loop's
+champions do.
 """
 
 from kfp.dsl import Dataset, Metrics, Output
@@ -23,9 +24,10 @@ def corpora(
     """For each name of `corpora` other than the run's `dataset`, in order and one after the
     other in this one task (no fan-out across corpora): the index build (`steps.index`,
     incremental: an unchanged corpus is found up to date) then the labelling
-    (`steps.label`: the two-way labels, the strategy labels and, when ADR's hypergraph is
-    there, the ADR labels). The label files each corpus wrote (labels/<c>.jsonl,
-    <c>.strategies.jsonl, <c>.adr.jsonl) are copied into `labels`, a directory; its metadata
+    (`steps.label`: the two-way labels, then each family's own set: the strategy labels
+    and, when ADR's hypergraph is there, the ADR labels). The label files each corpus wrote
+    (labels/<c>.jsonl, <c>.strategies.jsonl, <c>.adr.jsonl: each family's `label_path`)
+    are copied into `labels`, a directory; its metadata
     names the corpora and each file's md5. `data_fingerprint` is not used by the step: it
     is there so that the task's cache key follows the run's data (see `validate`). An empty
     list gives an empty directory. Returns the number of queries labelled, all corpora
@@ -35,9 +37,7 @@ def corpora(
     import shutil
 
     from r2adapter import steps
-    from r2adapter.adr.labels import adr_label_path
     from r2adapter.data.adapters import dataset_name
-    from r2adapter.kway.labels import strategy_label_path
 
     own = dataset_name(dataset)
     names = [c for c in dict.fromkeys(str(x) for x in corpora) if dataset_name(c) != own]
@@ -47,12 +47,13 @@ def corpora(
     for c in names:
         idx = steps.index(c, openie)
         lab = steps.label(c)
-        files = [lab.path, strategy_label_path(lab.dataset)]
-        adr = lab.stats.get("adr")
-        if isinstance(adr, dict) and adr.get("skipped"):
-            print(f"{c}: no ADR labels: {adr['skipped']}")
-        else:
-            files.append(adr_label_path(lab.dataset))
+        files = [lab.path]
+        for key, fam in steps.label_families().items():
+            summary = lab.stats.get(key)
+            if isinstance(summary, dict) and summary.get("skipped"):
+                print(f"{c}: no {fam.name} labels: {summary['skipped']}")
+            else:
+                files.append(fam.label_path(lab.dataset))
         for path in files:
             shutil.copyfile(path, os.path.join(labels.path, path.name))
             md5s[path.name] = hashlib.md5(path.read_bytes()).hexdigest()

@@ -12,7 +12,7 @@ from components._base import r2a_component
 @r2a_component
 def train(
     dataset: str,
-    backbone: str,
+    router: str,
     epochs: int,
     eval_every_n_steps: int,
     tau_step: float,
@@ -20,7 +20,8 @@ def train(
     model: Output[Model],
     metrics: Output[Metrics],
 ) -> NamedTuple("Outputs", [("kind", str), ("name", str), ("version", str), ("run_id", str)]):
-    """`epochs`, `eval_every_n_steps`, `tau_step`: 0 means "from params.yaml".
+    """`router`: a two-way family of r2adapter/families.py (its backbone from params.yaml).
+    `epochs`, `eval_every_n_steps`, `tau_step`: 0 means "from params.yaml".
     `steps.train` reads the labels from labels/<dataset>.jsonl: the `labels` artifact is
     put there first (in a cluster each task has its own file system). The `model` artifact
     is a JSON reference to the registered version, not the weights (MLflow holds those)."""
@@ -33,7 +34,7 @@ def train(
     from r2adapter import steps
     from r2adapter.data.adapters import dataset_name
     from r2adapter.errors import R2AError
-    from r2adapter.label.step import label_paths
+    from r2adapter.families import family
     from r2adapter.registry.models import model_name
     from r2adapter.train.accelerator import require_gpu
 
@@ -47,7 +48,7 @@ def train(
         print(f"training on {gpu}")
 
     name = dataset_name(dataset)
-    dest = label_paths(name)[0]
+    dest = family(router).label_path(name)
     if not dest.exists() or not os.path.samefile(labels.path, dest):
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = dest.with_suffix(".jsonl.tmp")
@@ -55,9 +56,10 @@ def train(
         tmp.replace(dest)
 
     # 0 = not given: params.yaml (`router:`, `router_<backbone>:`) decides, as for `r2a train`
+    backbone = family(router).params().backbone
     r = steps.train(
+        router,
         dataset,
-        backbone,
         epochs=epochs or None,
         eval_every_n_steps=eval_every_n_steps or None,
         tau_step=tau_step or None,

@@ -3,29 +3,28 @@
     validate ─▶ index-shards ─▶ ParallelFor: index-shard ─▶ index (the merge)
              ─▶ label-shards ─▶ ParallelFor: label-shard ─▶ label-merge
                                                                         │ labels
-    deploy ◀── If promoted ◀── promote ◀── register ◀── train (GPU) ◀───┤  one branch
-                                  │                      model              │  per router
+    deploy ◀── If promoted ◀── promote ◀── register ◀── train (GPU) ◀───┤  one branch per
+                                  │                      model              │  two-way router
                                evaluate (after every promote)               │
-    deploy ◀── If promoted ◀── promote-kway ◀── train-kway ◀── label-strategies  (kway)
-                                                    ▲ labels (a directory)
-                                                 corpora ◀── (after) label-adr
-                                                    ▼ labels (a directory)
-    deploy ◀── If promoted ◀── promote-adr ◀── train-adr ◀── label-adr  (adr)
+    deploy ◀── If promoted ◀── promote-family ◀── train-family ◀── label-family  one branch
+                                                    ▲ labels (a directory)     per family
+                                                 corpora ◀── (after) the last label-family
 
-Each router of `r2adapter.loop.ROUTERS` (r2a: the fine-tuned MiniLM, r2a_embed: the head
-over the retrieval embedding) gets its own train → register → promote → deploy branch; KFP
-names the second branch's tasks train-2, register-2, ... (shown as "train r2a_embed").
-The cost-aware k-way router (r2adapter/kway) has its own branch on the strategy labels:
-label-strategies → train-kway (registers `r2a-router-kway` itself; CPU) → promote-kway →
-deploy when its champion moved; ADR's head likewise on the ADR labels: label-adr →
-train-adr (`r2a-router-adr`; CPU) → promote-adr → deploy. Both families train on the union
-of the dataset's labels and the development corpora's (params.yaml kway.train_corpora,
+One branch per family of r2adapter/families.py, in the table's order. The two-way routers
+(r2a: the fine-tuned MiniLM, r2a_embed: the head over the retrieval embedding) train on the
+merged labels: train → register → promote → deploy (KFP names the second branch's tasks
+train-2, register-2, ...; shown as "train r2a_embed"). Every family that labels its own set
+(`label_set`: the cost-aware k-way router's strategy labels, ADR's operator labels; a new
+one is picked up from the table) gets label-family → train-family (registers the family's
+model itself; CPU) → promote-family → deploy when its champion moved, the family named by
+the tasks' `router` parameter (components/family.py). Those families train on the union of
+the dataset's labels and the development corpora's (params.yaml kway.train_corpora,
 adr.train_corpora), as the loop's `corpora` step makes them: the `corpora` task indexes and
-labels each corpus of the run's `corpora` parameter, one after the other (after label-adr,
-so that its timings see a quiet store), and hands their label files, as one directory
-artifact, to train-kway and train-adr, which put them in labels/ before training, and to
-promote-kway and promote-adr, whose gates read the same union's test split (a pod starts
-with no labels/: each task receives what it reads, steps.receive_labels).
+labels each corpus of the run's `corpora` parameter, one after the other (after the last
+label-family, so that its timings see a quiet store), and hands their label files, as one
+directory artifact, to every train-family and promote-family, whose gates read the same
+union's test split (a pod starts with no labels/: each task receives what it reads,
+steps.receive_labels).
 
 `retrain_pipeline` is what Kubeflow runs (compiled to pipelines/retrain.yaml:
 `python -m pipelines.retrain`). `local_pipeline` is the same graph of the same components
@@ -50,6 +49,7 @@ import components as c
 from components._base import CUDA_IMAGE
 from r2adapter.config import DEFAULT_DATASET, pipeline_params
 from r2adapter.errors import R2AError
+from r2adapter.families import FAMILIES
 from r2adapter.index.openie import OPENIE_BACKENDS
 from r2adapter.index.shards import MAX_SHARDS as MAX_INDEX_SHARDS
 from r2adapter.loop import ROUTERS
@@ -98,11 +98,11 @@ R2A_HOME = "/app"
 DATA_PVC = "r2a-data"
 DATA_MOUNT = "/app/data"
 GPU_RESOURCE = "nvidia.com/gpu"
-# Only the backbones whose training fine-tunes an encoder gain on a GPU: `minilm` (the r2a
-# router). The embedding head (r2a_embed) trains a linear layer over fixed embeddings and
+# Only the routers whose training fine-tunes an encoder gain on a GPU: r2a (the MiniLM
+# backbone). The embedding head (r2a_embed) trains a linear layer over fixed embeddings and
 # was measured slower on one (6.5 s against 5.2 s on 16 CPU threads, docs/routing.md).
 # A GPU task runs the CUDA image (`make image-cuda`); every other task the CPU one.
-GPU_BACKBONES = frozenset({"minilm"})
+GPU_ROUTERS = frozenset({"r2a"})
 GPU_NODE_SELECTOR = ("nvidia.com/gpu.present", "true")  # label set by the NVIDIA GPU operator
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 RETRY = {
@@ -150,17 +150,14 @@ PODS: dict[str, Pod] = {
     "label-shards": _SMALL,
     "label-shard": _STEP,
     "label-merge": Pod("500m", "1", "1Gi", "2Gi", HOUR),
-    "label-strategies": _STEP,
-    "label-adr": _STEP,
+    "label-family": _STEP,  # a family's own label set (components/family.py)
     "corpora": Pod("1", "2", "3Gi", "6Gi", 8 * HOUR),  # indexes and labels each corpus
     "train": Pod("2", "4", "3Gi", "6Gi", 6 * HOUR),  # the GPU trainer; CPU for its loaders
     "register": _SMALL,
     "promote": _STEP,  # the gate scores both versions on the test split
     "deploy": _SMALL,
-    "train-kway": _STEP,
-    "promote-kway": _STEP,
-    "train-adr": _STEP,
-    "promote-adr": _STEP,
+    "train-family": _STEP,
+    "promote-family": _STEP,
     "evaluate": _BUILD,
     "record-run": _SMALL,
 }
@@ -387,18 +384,26 @@ def _steps(
     merge.set_caching_options(True)
     k8s(merge, secrets=DB)
 
+    # one branch per family of r2adapter/families.py, in the table's order. The two-way
+    # routers train on the merged labels above (train on a GPU for r2a → register → promote
+    # → deploy); a family that labels its own set (`label_set`: the k-way router's strategy
+    # labels, ADR's operator labels) gets label-family → train-family → promote-family →
+    # deploy, each registering itself (numpy/scikit-learn heads on the CPU, in seconds).
     promotes = []
-    for r in ROUTERS:  # r2adapter/loop.py: one branch per router, in the loop's order
+    own = {name: fam for name, fam in FAMILIES.items() if fam.label_set}
+    for name in FAMILIES:
+        if name in own:
+            continue
         train = c.train(
             dataset=dataset,
-            backbone=r.backbone,
+            router=name,
             epochs=epochs,
             eval_every_n_steps=eval_every_n_steps,
             tau_step=tau_step,
             labels=merge.outputs["labels"],
         ).set_caching_options(True)
-        train.set_display_name(f"train {r.name}")
-        gpu = r.backbone in GPU_BACKBONES
+        train.set_display_name(f"train {name}")
+        gpu = name in GPU_ROUTERS
         if cluster and gpu:
             train.set_container_image(CUDA_IMAGE)
             train.set_env_variable(ACCELERATOR_ENV, "gpu")  # no GPU visible: one line, exit
@@ -410,84 +415,69 @@ def _steps(
         register = c.register(
             model=train.outputs["model"], pipeline_run=dsl.PIPELINE_JOB_ID_PLACEHOLDER
         ).set_caching_options(False)
-        register.set_display_name(f"register {r.name}")
+        register.set_display_name(f"register {name}")
         k8s(register, config=MLFLOW, retry=True)
 
         promote = c.promote(
             kind=train.outputs["kind"], dataset=dataset, version=register.outputs["version"]
         ).set_caching_options(False)
-        promote.set_display_name(f"promote {r.name}")
+        promote.set_display_name(f"promote {name}")
         k8s(promote, secrets=DB, config=MLFLOW, retry=True)
         promotes.append(promote)
-        deploy_if_promoted(r.name, promote, train.outputs["name"], register.outputs["version"])
+        deploy_if_promoted(name, promote, train.outputs["name"], register.outputs["version"])
 
-    # the families trained once each (numpy/scikit-learn heads on the CPU, in seconds; each
-    # registers itself: no GPU, no register task). Their labels come first, one labelling
-    # task after the other so that each one's timings see a quiet store: the strategy labels
-    # (every strategy ranked and timed, r2adapter/kway), ADR's (its three operators over the
-    # hypergraph the index step built, params.yaml adr.enabled, r2adapter/adr), then the
-    # development corpora's (the loop's `corpora` step)
-    strategies = c.label_strategies(dataset=dataset, index_version=index.outputs["version"])
-    strategies.after(merge).set_caching_options(True)
-    k8s(strategies, secrets=DB)
-    adr_labels = c.label_adr(dataset=dataset, index_version=index.outputs["version"])
-    adr_labels.after(strategies).set_caching_options(True)
-    k8s(adr_labels, secrets=DB)
+    # The families' own labels first, one labelling task after the other so that each one's
+    # timings see a quiet store (the strategy labels: every strategy ranked and timed; ADR's:
+    # its three operators over the hypergraph the index step built, params.yaml
+    # adr.enabled), then the development corpora's (the loop's `corpora` step)
+    labelled: dict[str, dsl.PipelineTask] = {}
+    before: dsl.PipelineTask = merge
+    for name in own:
+        lab = c.label_family(router=name, dataset=dataset, index_version=index.outputs["version"])
+        lab.after(before).set_caching_options(True)
+        lab.set_display_name(f"label {name}")
+        k8s(lab, secrets=DB)
+        labelled[name] = before = lab
     # each corpus of `corpora` indexed and labelled, one after the other in this one task
     # (no fan-out across corpora); their label files travel as one directory artifact to
-    # both trainers, which train on the union (kway.train_corpora, adr.train_corpora).
-    # Cached: its key is the names, openie and the run's data fingerprint (validate's), so a
-    # change of the list or of the run's data runs it again, and a weekly run over unchanged
-    # data is served from the cache like `index`; a change of a corpus's own files (DVC-
-    # pinned development sets, not fingerprinted) or of the code in the image is not seen:
-    # `--no-cache` (or a new image tag) runs it again
+    # every family's trainer and gate, which train on the union (kway.train_corpora,
+    # adr.train_corpora). Cached: its key is the names, openie and the run's data
+    # fingerprint (validate's), so a change of the list or of the run's data runs it again,
+    # and a weekly run over unchanged data is served from the cache like `index`; a change
+    # of a corpus's own files (DVC-pinned development sets, not fingerprinted) or of the
+    # code in the image is not seen: `--no-cache` (or a new image tag) runs it again
     corpora_task = c.corpora(
         dataset=dataset,
         corpora=corpora,
         openie=openie,
         data_fingerprint=validate.outputs["fingerprint"],
     )
-    corpora_task.after(adr_labels).set_caching_options(True)
+    corpora_task.after(before).set_caching_options(True)
     k8s(corpora_task, secrets={**DB, **LLM_KEY}, config=LLM, data=True, retry=True)
     corpora_labels = corpora_task.outputs["labels"]
 
-    # the cost-aware router over every strategy (r2adapter/kway)
-    train_kway = c.train_kway(
-        dataset=dataset,
-        strategies=strategies.outputs["strategies"],
-        corpora_labels=corpora_labels,
-    )
-    train_kway.set_caching_options(False)  # it registers a model version
-    k8s(train_kway, secrets=DB, config=MLFLOW, retry=True)
-    promote_kway = c.promote_kway(
-        dataset=dataset,
-        version=train_kway.outputs["version"],
-        strategies=strategies.outputs["strategies"],
-        corpora_labels=corpora_labels,
-    )
-    promote_kway.set_caching_options(False)
-    k8s(promote_kway, secrets=DB, config=MLFLOW, retry=True)
-    promotes.append(promote_kway)
-    deploy_if_promoted(
-        "kway", promote_kway, train_kway.outputs["name"], train_kway.outputs["version"]
-    )
-
-    # ADR's head (r2adapter/adr), as the k-way router
-    train_adr = c.train_adr(
-        dataset=dataset, labels=adr_labels.outputs["labels"], corpora_labels=corpora_labels
-    )
-    train_adr.set_caching_options(False)  # it registers a model version
-    k8s(train_adr, secrets=DB, config=MLFLOW, retry=True)
-    promote_adr = c.promote_adr(
-        dataset=dataset,
-        version=train_adr.outputs["version"],
-        labels=adr_labels.outputs["labels"],
-        corpora_labels=corpora_labels,
-    )
-    promote_adr.set_caching_options(False)
-    k8s(promote_adr, secrets=DB, config=MLFLOW, retry=True)
-    promotes.append(promote_adr)
-    deploy_if_promoted("adr", promote_adr, train_adr.outputs["name"], train_adr.outputs["version"])
+    for name, lab in labelled.items():
+        train = c.train_family(
+            router=name,
+            dataset=dataset,
+            labels=lab.outputs["labels"],
+            corpora_labels=corpora_labels,
+        )
+        train.set_caching_options(False)  # it registers a model version
+        train.set_display_name(f"train {name}")
+        k8s(train, secrets=DB, config=MLFLOW, retry=True)
+        promote = c.promote_family(
+            router=name,
+            dataset=dataset,
+            version=train.outputs["version"],
+            labels=lab.outputs["labels"],
+            corpora_labels=corpora_labels,
+        )
+        promote.set_caching_options(False)
+        promote.set_display_name(f"promote {name}")
+        k8s(promote, secrets=DB, config=MLFLOW, retry=True)
+        promotes.append(promote)
+        deploy_if_promoted(name, promote, train.outputs["name"], train.outputs["version"])
     evaluate = c.evaluate(dataset=dataset).after(*promotes).set_caching_options(False)
     k8s(evaluate, secrets={**DB, **LLM_KEY}, config={**MLFLOW, **LLM}, retry=True)
 

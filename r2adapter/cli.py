@@ -8,18 +8,35 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from r2adapter.adr.strategies import register as register_adr_strategies
+from r2adapter.adr import strategies as adr_modes
 from r2adapter.config import pipeline_dataset
 from r2adapter.errors import R2AError
 from r2adapter.evaluate.headline import HEADLINES
 from r2adapter.evaluate.retrieval import VARIANTS as RETRIEVAL_VARIANTS
 from r2adapter.index.openie import OPENIE_BACKENDS
 from r2adapter.label.rules import RULES
-from r2adapter.loop import ROUTERS as LOOP_ROUTERS
 from r2adapter.retrieve.strategies import ABLATIONS, STRATEGIES
-from r2adapter.route.kinds import TRAINED_ROUTERS
 
-register_adr_strategies()  # ADR's retrieval modes join --mode's choices
+adr_modes.register()  # ADR's retrieval modes join --mode's choices
+
+
+class _Families:
+    """argparse `choices` for `--router`: the names of r2adapter/families.py, read when a
+    command line is parsed (the table imports every family: not at import time)."""
+
+    def _names(self) -> list[str]:
+        from r2adapter.families import FAMILIES
+
+        return list(FAMILIES)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._names())
+
+
+ROUTER_CHOICES = _Families()
 
 
 def _db(args: argparse.Namespace) -> int:
@@ -279,47 +296,32 @@ def _label(args: argparse.Namespace) -> int:
 
 def _train(args: argparse.Namespace) -> int:
     from r2adapter import steps
+    from r2adapter.config import router_params
+    from r2adapter.route.kinds import router_kind
 
-    if args.router == "adr":
-        if args.backbone or args.epochs:
-            raise R2AError("--backbone and --epochs are the two-way routers'; adr reads adr:")
-        a = steps.train_adr(args.dataset)
-        _emit(args, a)
-        print(
-            f"adr: registered version {a['version']} as candidate (run {a['run_id'][:8]}), "
-            f"{a['seconds']:.0f} s, γ {a['gamma']}; test R@5 "
-            f"{a.get('test_recall', float('nan')):.3f}, FCR@5 {a.get('test_fcr', float('nan')):.3f}"
-            f" at {a.get('test_mean_tokens', float('nan')):.0f} context tokens, "
-            f"{a.get('test_mean_ms', float('nan')):.1f} ms"
-        )
-        return 0
-    if args.router == "kway":
-        if args.backbone or args.epochs:
-            raise R2AError("--backbone and --epochs are the two-way routers'; kway reads kway:")
-        k = steps.train_kway(args.dataset)
-        _emit(args, k)
-        print(
-            f"kway: registered version {k['version']} as candidate (run {k['run_id'][:8]}), "
-            f"{k['seconds']:.0f} s; fallback {k['fallback']}; test recall "
-            f"{k.get('test_recall', float('nan')):.3f} at {k.get('test_mean_ms', float('nan')):.1f}"
-            f" ms, {k.get('test_mean_passages', float('nan')):.2f} passages"
-        )
-        return 0
-    r = steps.train(args.dataset, args.backbone, epochs=args.epochs)
-    _emit(args, r.to_report())
-    if args.report:  # the τ curve beside the report, for `dvc plots`
-        _write_json(str(args.report).replace(".json", "_threshold.json"), r.curve)
-    t = r.test
+    # --router names a family of r2adapter/families.py; without it, the two-way router of
+    # --backbone (params.yaml router.backbone)
+    name = args.router or router_kind(args.backbone or router_params().backbone)
+    trained = steps.train(name, args.dataset, backbone=args.backbone, epochs=args.epochs)
+    rep = steps.train_report(trained)
+    _emit(args, rep)
+    curve = getattr(trained, "curve", None)
+    if args.report and curve is not None:  # the τ curve beside the report, for `dvc plots`
+        _write_json(str(args.report).replace(".json", "_threshold.json"), curve)
+    acc = getattr(trained, "accelerator", "")
+    where = f" on {acc}" if acc else ""
     print(
-        f"{r.kind}: registered version {r.version} as candidate (run {r.run_id[:8]}); "
-        f"τ* {r.tau:.2f} at step {r.best_step}/{r.steps} on {r.accelerator}, {r.seconds:.0f} s"
+        f"{name}: registered version {rep['version']} as candidate (run {rep['run_id'][:8]}), "
+        f"{rep['seconds']:.0f} s{where}; {steps.train_note(rep)}"
     )
-    if t:
-        print(
-            f"test split: graph F1 {t['f1_graph']:.3f}, recall {t['recall_graph']:.3f}, "
-            f"usage {t['graph_usage']:.2f}, hybrid R@5 {t['recall@5']:.3f}"
-        )
+    test = {k[5:]: v for k, v in rep.items() if k.startswith("test_") and _number(v)}
+    if test:
+        print("test split: " + ", ".join(f"{k} {v:.3f}" for k, v in test.items()))
     return 0
+
+
+def _number(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
 
 
 def _promote(args: argparse.Namespace) -> int:
@@ -328,19 +330,13 @@ def _promote(args: argparse.Namespace) -> int:
     r = steps.promote(args.router, args.dataset)  # one skeleton over every family
     _emit(args, r.to_report())
     verb = "promoted" if r.promoted else "kept the champion"
-    if args.router not in TRAINED_ROUTERS:  # the k-way and ADR figures: in the report
-        print(f"{r.kind}: {verb}: candidate v{r.candidate}: " + "; ".join(r.reasons))
-        return 0
     before = f"v{r.champion_before}" if r.champion_before else "none"
     print(
         f"{r.kind}: {verb}: candidate v{r.candidate} vs champion {before}: " + "; ".join(r.reasons)
     )
     for name, m in (("candidate", r.candidate_metrics), ("champion", r.champion_metrics)):
-        if m:
-            print(
-                f"  {name:<9} R@5 {m['recall@5']:.3f}  F1g {m['f1_graph']:.3f}  recall_g "
-                f"{m['recall_graph']:.3f}  usage {m['graph_usage']:.2f}"
-            )
+        if m:  # the family's gate figures
+            print(f"  {name:<9} " + "  ".join(f"{k} {v:.3f}" for k, v in m.items() if _number(v)))
     return 0
 
 
@@ -359,11 +355,11 @@ def _models(args: argparse.Namespace) -> int:
     return 0
 
 
-def _evaluate_kway(args: argparse.Namespace) -> int:
+def _evaluate_plane(args: argparse.Namespace) -> int:
     from r2adapter import steps
 
     two_way = tuple(args.routers.split(",")) if args.routers is not None else None
-    r = steps.evaluate_kway(
+    r = steps.evaluate_plane(
         args.dataset, args.protocol, args.budget, two_way=two_way, profile=args.cost_profile
     )
     if _emit(args, r):
@@ -485,7 +481,7 @@ def _evaluate_routing(args: argparse.Namespace) -> int:
     from r2adapter.evaluate.reports import RoutingReport
 
     if args.protocol is not None:
-        return _evaluate_kway(args)
+        return _evaluate_plane(args)
     if args.budget is not None:
         raise R2AError("--budget applies to --protocol cv5|test|all (the k-way report)")
     if args.cost_profile is not None:
@@ -610,7 +606,7 @@ def _retrain(args: argparse.Namespace) -> int:
     """The scheduled loop on this machine (r2adapter/loop.py: validate → index, only what
     changed → label → train and promote each router → evaluate); a running service is told
     to reload when a champion moved."""
-    from r2adapter.loop import LoopResult, run_loop, select_routers
+    from r2adapter.loop import LoopResult, run_loop
 
     def reload(result: LoopResult) -> None:
         if not (args.service_url and result.promoted):
@@ -627,13 +623,7 @@ def _retrain(args: argparse.Namespace) -> int:
             ) from None
 
     dataset = args.dataset or pipeline_dataset()
-    run_loop(
-        dataset,
-        args.openie,
-        select_routers(args.router),
-        after_promote=reload,
-        families=not args.router,
-    )
+    run_loop(dataset, args.openie, args.router, after_promote=reload)
     return 0
 
 
@@ -1005,15 +995,16 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument(
         "--router",
         default=None,
-        choices=["kway", "adr"],
-        help="kway: the cost-aware router over every strategy; adr: ADR's intent classifier "
-        "on labels/<dataset>.adr.jsonl (default: the two-way router of --backbone)",
+        choices=ROUTER_CHOICES,
+        help="a family of r2adapter/families.py (r2a, r2a_embed, kway: the cost-aware router "
+        "over every strategy, adr: ADR's intent classifier; default: the two-way router of "
+        "--backbone)",
     )
     tr.add_argument("--report", help="also write the figures as JSON (and the τ curve)")
     tr.set_defaults(func=_train)
 
     pr = sub.add_parser("promote", help="move champion to the candidate if the gate holds")
-    pr.add_argument("--router", default="r2a", choices=[*TRAINED_ROUTERS, "kway", "adr"])
+    pr.add_argument("--router", default="r2a", choices=ROUTER_CHOICES)
     pr.add_argument("--dataset", default=None)
     pr.add_argument("--report", help="also write the decision as JSON")
     pr.set_defaults(func=_promote)
@@ -1033,8 +1024,9 @@ def build_parser() -> argparse.ArgumentParser:
     rt.add_argument(
         "--router",
         action="append",
-        choices=[r.name for r in LOOP_ROUTERS],
-        help="train and promote only this router (repeatable; default: every router of the loop)",
+        choices=ROUTER_CHOICES,
+        help="train and promote only this family (repeatable; default: every family of the "
+        "table, r2adapter/families.py)",
     )
     rt.add_argument("--service-url", default=None, help="a running service to reload")
     rt.set_defaults(func=_retrain)

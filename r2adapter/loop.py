@@ -1,10 +1,12 @@
 """The retraining loop, defined once: its steps in order and the routers it trains.
 
 `r2a retrain` runs it (`run_loop`), pipelines/retrain.py builds its Kubeflow graph from it
-(one train → register → promote → deploy branch per router), and dvc.yaml's stages follow
-it (tests/test_loop.py fails when they disagree: DVC cannot import Python). Each step is
-the `r2adapter.steps` function of the same name; every promotion is the one skeleton over
-the family's entry in r2adapter/families.py (`steps.promote`).
+(one train → register → promote → deploy branch per family of r2adapter/families.py), and
+dvc.yaml's stages follow it (tests/test_loop.py fails when they disagree: DVC cannot import
+Python). Each step is the `r2adapter.steps` function of the same name; `train` and
+`promote` run once for each family of the table, in its order (`steps.train(name)`: the
+family's `fit`; `steps.promote(name)`: the one promotion skeleton over it), so a family
+added to the table is trained and promoted with the others.
 """
 
 from __future__ import annotations
@@ -20,68 +22,62 @@ if TYPE_CHECKING:
     from r2adapter.registry.promote import PromoteResult
 
 
-STEPS = (
-    "validate",
-    "index",
-    "label",
-    "corpora",
-    "train",
-    "promote",
-    "train_kway",
-    "promote_kway",
-    "train_adr",
-    "promote_adr",
-    "evaluate",
-)
-PER_ROUTER = ("train", "promote")  # the steps run once for each router, in ROUTERS' order
-# the families trained once each, on the labels `label` writes beside the two-way labels:
-# the cost-aware router over every strategy (r2adapter/kway, the strategy labels) and ADR's
-# head (r2adapter/adr, the ADR labels, when `label` wrote them: adr.enabled and the index
-# holds the hypergraph); `run_loop(families=False)` skips these
-KWAY_STEPS = ("train_kway", "promote_kway")
-# the development corpora (params.yaml pipeline.corpora) indexed and labelled for the
-# families' union (kway.train_corpora, adr.train_corpora); left out with the families
+STEPS = ("validate", "index", "label", "corpora", "train", "promote", "evaluate")
+PER_ROUTER = ("train", "promote")  # the steps run once for each family, in the table's order
+# the development corpora (params.yaml pipeline.corpora) indexed and labelled for the union
+# that the families with a label set of their own train on (kway.train_corpora,
+# adr.train_corpora); left out when no such family is trained
 CORPORA_STEP = "corpora"
-ADR_STEPS = ("train_adr", "promote_adr")
-FAMILY_STEPS: dict[str, tuple[str, str]] = {"kway": KWAY_STEPS, "adr": ADR_STEPS}
-# Every trained router of the one table (route/kinds.py: name, MLflow model, backbone), in
+# The two-way routers of the one table (route/kinds.py: name, MLflow model, backbone), in
 # its order: r2a (the fine-tuned encoder, the paper's) then r2a_embed (a head over the
-# retrieval embedding).
+# retrieval embedding); the first rows of r2adapter/families.py.
 ROUTERS: tuple[RouterKind, ...] = tuple(TRAINED_ROUTERS.values())
 
 
-def select_routers(kinds: Sequence[str] | None = None) -> tuple[RouterKind, ...]:
-    """The loop's routers, or those of `kinds` (in the loop's order); an unknown kind is a
+def families() -> tuple[str, ...]:
+    """Every family of r2adapter/families.py, in the table's order: what the loop trains."""
+    from r2adapter.families import FAMILIES
+
+    return tuple(FAMILIES)
+
+
+def select_routers(names: Sequence[str] | None = None) -> tuple[str, ...]:
+    """The loop's families, or those of `names` (in the table's order); an unknown name is a
     one-line error."""
-    if not kinds:
-        return ROUTERS
-    known = {r.name for r in ROUTERS}
-    unknown = [k for k in kinds if k not in known]
+    every = families()
+    if not names:
+        return every
+    unknown = [n for n in names if n not in every]
     if unknown:
-        raise R2AError(f"unknown router '{unknown[0]}': choose among {', '.join(sorted(known))}")
-    return tuple(r for r in ROUTERS if r.name in kinds)
+        raise R2AError(f"unknown router '{unknown[0]}': choose among {', '.join(every)}")
+    return tuple(n for n in every if n in names)
 
 
 @dataclass
 class LoopResult:
-    promoted: list[str] = field(default_factory=list)  # kinds whose champion moved
+    promoted: list[str] = field(default_factory=list)  # families whose champion moved
     promotions: dict[str, PromoteResult] = field(default_factory=dict)
 
 
 def run_loop(
     dataset: str,
     openie: str,
-    routers: Sequence[RouterKind] = ROUTERS,
+    routers: Sequence[str] | None = None,
     say: Callable[[str], None] = print,
     after_promote: Callable[[LoopResult], None] | None = None,
-    families: bool = True,
 ) -> LoopResult:
-    """Every step of STEPS on this machine, in order, one line each; `after_promote` runs
+    """Every step of STEPS on this machine, in order, one line each; `train` and `promote`
+    for each family of `routers` (None: every family of the table). `after_promote` runs
     after the last promotion, before evaluate (the CLI tells a running service to reload
-    there, as the pipeline deploys there). Without `families`, the k-way and ADR steps
-    (FAMILY_STEPS) and the corpora they also train on (CORPORA_STEP) are left out."""
+    there, as the pipeline deploys there). The corpora step and the corpora report run
+    only when a family with a label set of its own is trained (they train on the union);
+    a family whose labels the label step did not write is skipped, with its reason."""
     from r2adapter import steps
 
+    names = select_routers(routers)
+    from r2adapter.families import family
+
+    union = any(family(n).label_set for n in names)
     out = LoopResult()
     skipped: dict[str, str] = {}  # family → why its labels were not written
 
@@ -100,11 +96,14 @@ def run_loop(
     def label() -> None:
         lab = steps.label(dataset)
         say(f"label: {len(lab.records)} queries ({lab.rule}), md5 {lab.md5}")
-        adr = lab.stats.get("adr")
-        if isinstance(adr, dict) and adr.get("skipped"):
-            skipped["adr"] = str(adr["skipped"])
+        for key, fam in steps.label_families().items():
+            stats = lab.stats.get(key)
+            if isinstance(stats, dict) and stats.get("skipped"):
+                skipped[fam.name] = str(stats["skipped"])
 
     def corpora() -> None:
+        if not union:
+            return
         from r2adapter.config import pipeline_params
 
         names = [c for c in pipeline_params().corpora if c != dataset]
@@ -118,35 +117,18 @@ def run_loop(
         if not names:
             say("corpora: none listed (params.yaml pipeline.corpora)")
 
-    def promote_family(name: str, step: str) -> None:
-        """`step` of STEPS: the one promotion skeleton over the family `name`."""
+    def train(name: str) -> None:
+        rep = steps.train_report(steps.train(name, dataset))
+        note = steps.train_note(rep)
+        say(f"train: {name} v{rep['version']} registered as candidate ({note or 'no note'})")
+
+    def promote(name: str) -> None:
         pr = steps.promote(name, dataset)
         out.promotions[name] = pr
         if pr.promoted:
             out.promoted.append(name)
         moved = f"champion moved to v{pr.candidate}" if pr.promoted else "kept"
-        say(f"{step}: {moved}: " + "; ".join(map(str, pr.reasons)))
-
-    def train(r: RouterKind) -> None:
-        tr = steps.train(dataset, r.backbone)
-        say(f"train: {tr.kind} v{tr.version} registered as candidate (τ* {tr.tau:.2f})")
-
-    def promote(r: RouterKind) -> None:
-        promote_family(r.name, f"promote: {r.name}")
-
-    def train_kway() -> None:
-        k = steps.train_kway(dataset)
-        say(f"train_kway: v{k['version']} registered as candidate (fallback {k['fallback']})")
-
-    def promote_kway() -> None:
-        promote_family("kway", "promote_kway")
-
-    def train_adr() -> None:
-        a = steps.train_adr(dataset)
-        say(f"train_adr: v{a['version']} registered as candidate (γ {a['gamma']})")
-
-    def promote_adr() -> None:
-        promote_family("adr", "promote_adr")
+        say(f"promote: {name}: {moved}: " + "; ".join(map(str, pr.reasons)))
 
     def evaluate() -> None:
         if after_promote is not None:
@@ -156,12 +138,10 @@ def run_loop(
         modes = cast("dict[str, dict[str, float]]", retrieval["modes"])
         routed = cast("dict[str, dict[str, float]]", routing["routers"])
         figures = [f"{m} R@5 {v['recall@5']:.3f}" for m, v in modes.items()]
-        figures += [
-            f"{r.name} R@5 {routed[r.name]['recall@5']:.3f}" for r in routers if r.name in routed
-        ]
+        figures += [f"{n} R@5 {routed[n]['recall@5']:.3f}" for n in names if n in routed]
         line = ", ".join(figures)
         say(f"evaluate: test split: {line}")
-        if families:  # every labelled corpus, the k-way router left one corpus out on each
+        if union:  # every labelled corpus, the k-way router left one corpus out on each
             rep = steps.evaluate_corpora()
             say(f"evaluate: corpora {', '.join(rep['corpora'])}: {rep['saved']['json']}")
 
@@ -170,24 +150,17 @@ def run_loop(
         "index": index,
         "label": label,
         "corpora": corpora,
-        "train_kway": train_kway,
-        "promote_kway": promote_kway,
-        "train_adr": train_adr,
-        "promote_adr": promote_adr,
         "evaluate": evaluate,
     }
-    each: dict[str, Callable[[RouterKind], None]] = {"train": train, "promote": promote}
+    each: dict[str, Callable[[str], None]] = {"train": train, "promote": promote}
     assert set(once) | set(each) == set(STEPS) and set(each) == set(PER_ROUTER)
-    family_of = {step: name for name, pair in FAMILY_STEPS.items() for step in pair}
     for step in STEPS:
-        if (step in family_of or step == CORPORA_STEP) and not families:
-            continue
-        if family_of.get(step) in skipped:
-            say(f"{step}: skipped: {skipped[family_of[step]]}")
-            continue
-        if step in each:
-            for r in routers:
-                each[step](r)
-        else:
+        if step not in each:
             once[step]()
+            continue
+        for name in names:
+            if name in skipped:
+                say(f"{step}: {name}: skipped: {skipped[name]}")
+            else:
+                each[step](name)
     return out

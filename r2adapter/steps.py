@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from r2adapter.adr.strategies import register as register_adr_strategies
+from r2adapter.adr import strategies as adr_modes
 from r2adapter.data.adapters import SHIPPED_DATASETS as SHIPPED_DATASETS
 from r2adapter.data.adapters import dataset_name, load_dataset
 from r2adapter.data.validate import Report
@@ -20,10 +20,10 @@ if TYPE_CHECKING:
     from r2adapter.label.step import LabelResult
     from r2adapter.registry.promote import PromoteResult
     from r2adapter.retrieve.base import Hit
+    from r2adapter.route.family import RouterFamily
     from r2adapter.route.trained import TrainedRouter
-    from r2adapter.twoway.register import TrainReport
 
-register_adr_strategies()  # every step that resolves a retrieval mode finds ADR's
+adr_modes.register()  # ADR's retrieval modes (not a family step): every step finds them
 
 
 def validate(dataset: str, data_docs: Path | None = None) -> Report:
@@ -113,41 +113,58 @@ def evaluate_retrieval(
 
 
 def label(dataset: str, rule: str | None = None) -> LabelResult:
-    """Annotate the router's training corpus (docs/architecture.md, step 3)."""
-    from r2adapter.adr.labels import label_adr
-    from r2adapter.kway.labels import label_strategies
+    """Annotate the routers' training corpora (docs/architecture.md, step 3): the two-way
+    labels, then each family's own label set (`label_families`), its summary under the
+    set's name in `stats` (stats["strategies"]: labels/<dataset>.strategies.jsonl, ...)."""
     from r2adapter.label.step import run_label
 
     name = dataset_name(dataset)
-    result = run_label(name, rule)  # the two-way labels, then each family's own
-    result.stats["strategies"] = label_strategies(name)  # labels/<dataset>.strategies.jsonl
-    result.stats["adr"] = label_adr(name)  # labels/<dataset>.adr.jsonl
+    result = run_label(name, rule)  # the two-way labels, every family's base
+    for key, fam in label_families().items():
+        result.stats[key] = fam.label(name)
     return result
 
 
-def train(dataset: str, backbone: str | None = None, **overrides: object) -> TrainReport:
-    """Train a router with the periodic threshold search; register it as `candidate`."""
-    from r2adapter.config import router_params
-    from r2adapter.twoway.register import train_and_register
+def label_families() -> dict[str, RouterFamily]:
+    """The families of r2adapter/families.py that label their own set (the k-way router's
+    strategy labels, ADR's operator labels; the two-way routers share `run_label`'s), by the
+    set's name, in the table's order."""
+    from r2adapter.families import FAMILIES
 
-    return train_and_register(dataset_name(dataset), router_params(backbone, None, **overrides))
+    return {f.label_set: f for f in FAMILIES.values() if f.label_set}
 
 
-def train_kway(dataset: str) -> dict[str, Any]:
-    """Train the cost-aware router on the strategy labels; register it as `candidate`. Its
-    route and budget: chosen on nested transfers between the corpora it trains on when
-    params.yaml names candidates (reports/loco.py `served_point`), else params.yaml's."""
-    from dataclasses import replace
+def train(router: str, dataset: str, **overrides: object) -> Any:
+    """Train the family `router` of r2adapter/families.py on its labels and register it as
+    `candidate` (`family.fit`: one MLflow run); its training report. `overrides` (None
+    values ignored: `backbone`, `epochs`, ...) go to a family that takes them
+    (`family.params`: the two-way routers'); any other family reads params.yaml alone."""
+    from r2adapter.families import family
 
-    from r2adapter.config import kway_params
-    from r2adapter.kway.registry import train_and_register_kway
-    from r2adapter.reports.loco import served_point
+    fam = family(router)
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if not given:
+        return fam.fit(dataset_name(dataset))
+    make = getattr(fam, "params", None)
+    if make is None:
+        flags = " and ".join(f"--{k.replace('_', '-')}" for k in given)
+        raise R2AError(f"{flags}: not {router}'s settings; {router} reads params.yaml {router}:")
+    return fam.fit(dataset_name(dataset), make(**given))
 
-    name = dataset_name(dataset)
-    every = kway_params()
-    chosen = served_point(name, every)
-    p = replace(every, route=chosen[0], budget=chosen[1]) if chosen else every
-    return train_and_register_kway(name, p)
+
+def train_report(trained: Any) -> dict[str, Any]:
+    """A family's training report as the JSON written beside it (reports/train/...)."""
+    to_report = getattr(trained, "to_report", None)
+    return dict(to_report() if to_report is not None else trained)
+
+
+# the operating point a training report names, however its family calls it
+_NOTES = {"tau": "τ* {:.2f}", "fallback": "fallback {}", "gamma": "γ {}"}
+
+
+def train_note(report: dict[str, Any]) -> str:
+    """One line of what a training report's family chose (its τ*, fallback, γ)."""
+    return ", ".join(f.format(report[k]) for k, f in _NOTES.items() if k in report)
 
 
 def require_candidate(model: str, version: str) -> None:
@@ -164,23 +181,20 @@ def require_candidate(model: str, version: str) -> None:
 
 
 def receive_labels(family: str, dataset: str, labels: str, corpora: str) -> list[str]:
-    """Put a pipeline task's label artifacts where `family` ("kway" or "adr") reads them:
-    the file `labels` as the dataset's, each file of the directory `corpora` (the `corpora`
-    task's output) under its own name beside it. Each is written atomically; one already in
-    place (a local run's own file) is left. A missing `corpora` directory is none: an empty
-    directory uploads no object, so in a cluster it arrives as no path at all. Returns the
-    corpora's file names. The trainers and the gates call it: a pod starts with no labels/."""
+    """Put a pipeline task's label artifacts where the family `family` reads them (its
+    `label_path`): the file `labels` as the dataset's, each file of the directory `corpora`
+    (the `corpora` task's output) under its own name beside it. Each is written atomically;
+    one already in place (a local run's own file) is left. A missing `corpora` directory is
+    none: an empty directory uploads no object, so in a cluster it arrives as no path at
+    all. Returns the corpora's file names. The trainers and the gates call it: a pod starts
+    with no labels/."""
     import os
     import shutil
     from pathlib import Path
 
-    from r2adapter.adr.labels import adr_label_path
-    from r2adapter.kway.labels import strategy_label_path
+    from r2adapter.families import family as lookup
 
-    paths = {"kway": strategy_label_path, "adr": adr_label_path}
-    if family not in paths:
-        raise R2AError(f"no label files for family {family!r}: choose kway or adr")
-    dest = paths[family](dataset_name(dataset))
+    dest = lookup(family).label_path(dataset_name(dataset))
 
     def put(src: Path, to: Path) -> None:
         if to.exists() and os.path.samefile(src, to):
@@ -193,15 +207,13 @@ def receive_labels(family: str, dataset: str, labels: str, corpora: str) -> list
     if not Path(labels).is_file():
         raise R2AError(f"{labels}: the {family} label artifact is missing")
     put(Path(labels), dest)
-    folder = Path(corpora)
-    shipped = sorted(p for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
+    folder = Path(corpora) if corpora else None  # "": none (Path("") is the cwd)
+    shipped = (
+        sorted(p for p in folder.iterdir() if p.is_file()) if folder and folder.is_dir() else []
+    )
     for p in shipped:
         put(p, dest.parent / p.name)
     return [p.name for p in shipped]
-
-
-def promote_kway(dataset: str | None = None) -> dict[str, Any]:
-    return promote("kway", dataset).to_report()
 
 
 def evaluate_corpora(names: Sequence[str] | None = None) -> dict[str, Any]:
@@ -212,17 +224,6 @@ def evaluate_corpora(names: Sequence[str] | None = None) -> dict[str, Any]:
     return run(names)
 
 
-def train_adr(dataset: str) -> dict[str, Any]:
-    """Train ADR's intent classifier on the ADR labels; register it as `candidate`."""
-    from r2adapter.adr.registry import train_and_register_adr
-
-    return train_and_register_adr(dataset_name(dataset))
-
-
-def promote_adr(dataset: str | None = None) -> dict[str, Any]:
-    return promote("adr", dataset).to_report()
-
-
 def promote(kind: str = "r2a", dataset: str | None = None) -> PromoteResult:
     """The one promotion skeleton over the family `kind` of r2adapter/families.py."""
     from r2adapter.families import family
@@ -231,7 +232,7 @@ def promote(kind: str = "r2a", dataset: str | None = None) -> PromoteResult:
     return _promote(family(kind), dataset_name(dataset) if dataset else None)
 
 
-def evaluate_kway(
+def evaluate_plane(
     dataset: str,
     protocol: str = "cv5",
     budget: float | None = None,

@@ -210,7 +210,7 @@ def _reload_served() -> dict[str, t.Any] | None:
 def _registered_models() -> set[str]:
     """The registry names whose alias moves concern this service: every router kind."""
     from r2adapter.adr.registry import MODEL as ADR
-    from r2adapter.kway.registry import MODEL as KWAY
+    from r2adapter.kway.model import MODEL as KWAY
     from r2adapter.route.kinds import TRAINED_ROUTERS
 
     return {kind.model for kind in TRAINED_ROUTERS.values()} | {KWAY, ADR}

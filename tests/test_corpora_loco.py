@@ -9,8 +9,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from r2adapter.reports import loco
+from r2adapter.kway import transfer as loco
 from r2adapter.reports.corpora import table_lines
+from r2adapter.reports.loco import best_fixed_comparison
 
 pytestmark = pytest.mark.unit
 
@@ -42,7 +43,7 @@ def test_best_fixed_is_the_best_at_no_more_passages() -> None:
         "always_graph@8": {"recall": 1.0, "mean_ms": 12.0, "mean_passages": 8.0},
         "kway": {"recall": 5 / 6, "mean_ms": 8.0, "mean_passages": 5.0},
     }
-    out = loco.best_fixed_comparison(np.array([1, 0, 0]), m, table, routers)["best_fixed"]
+    out = best_fixed_comparison(np.array([1, 0, 0]), m, table, routers)["best_fixed"]
     # graph@8 hands more passages: out; dense@5 ties graph@5 on recall and is cheaper
     assert out["strategy"] == "dense@5"
     assert out["paired"]["diff"] == pytest.approx(1 / 6)
@@ -74,7 +75,7 @@ def test_the_served_row_is_compared_under_its_own_key() -> None:
         "always_graph@5": {"recall": 1.0, "mean_ms": 10.0, "mean_passages": 5.0},
         "kway_served": {"recall": 1.0, "mean_ms": 7.5, "mean_passages": 5.0},
     }
-    out = loco.best_fixed_comparison(np.array([1, 0]), m, table, routers, "kway_served")
+    out = best_fixed_comparison(np.array([1, 0]), m, table, routers, "kway_served")
     assert list(out) == ["best_fixed_served"]
     assert out["best_fixed_served"]["strategy"] == "graph@5"
     assert out["best_fixed_served"]["ms_ratio"] == pytest.approx(0.75)

@@ -132,7 +132,7 @@ def test_a_replacing_candidate_skips_the_comparison(registry: SimpleNamespace) -
 def test_the_table_holds_every_family_under_its_registered_model() -> None:
     from r2adapter.adr.registry import MODEL as ADR
     from r2adapter.families import FAMILIES, family
-    from r2adapter.kway.registry import MODEL as KWAY
+    from r2adapter.kway.model import MODEL as KWAY
     from r2adapter.route.kinds import TRAINED_ROUTERS
 
     assert {n: f.model for n, f in FAMILIES.items()} == {

@@ -55,10 +55,10 @@ def test_the_full_reports_are_outputs_not_metrics(stages: list[Any]) -> None:
         "index": "reports/index/2wikimultihopqa.json",
         "label": "reports/labels/2wikimultihopqa.json",
         "corpora@musique_dev": "reports/labels/musique_dev.json",
-        "train@minilm": "reports/train/minilm.json",
-        "promote@embedding": "reports/promote/r2a_embed.json",
-        "train_kway": "reports/train/kway.json",
-        "promote_adr": "reports/promote/adr.json",
+        "train@r2a": "reports/train/minilm.json",
+        "promote@r2a_embed": "reports/promote/r2a_embed.json",
+        "train@kway": "reports/train/kway.json",
+        "promote@adr": "reports/promote/adr.json",
         "evaluate": "reports/eval/corpora.json",
     }
     for name, report in full.items():

@@ -11,16 +11,7 @@ import pytest
 import yaml
 
 from r2adapter.errors import R2AError
-from r2adapter.loop import (
-    ADR_STEPS,
-    CORPORA_STEP,
-    FAMILY_STEPS,
-    KWAY_STEPS,
-    PER_ROUTER,
-    ROUTERS,
-    STEPS,
-    select_routers,
-)
+from r2adapter.loop import CORPORA_STEP, PER_ROUTER, ROUTERS, STEPS, families, select_routers
 
 pytestmark = pytest.mark.unit
 
@@ -36,47 +27,55 @@ def test_dvc_stages_are_the_loop_in_order(stages: dict[str, dict]) -> None:
     assert list(stages) == list(STEPS)
 
 
-def test_dvc_trains_and_promotes_the_loop_routers(stages: dict[str, dict]) -> None:
-    # the stages dvc.yaml repeats for each router (a `foreach` over the routers, not over
-    # the datasets as validate's) are the loop's per-router steps
-    routers = {r.backbone for r in ROUTERS}
-    per_router = {n for n, st in stages.items() if set(st.get("foreach") or ()) == routers}
+def _family_rows() -> dict[str, dict]:
+    """dvc.yaml's `families` rows (vars): one per family, what its stages read and write."""
+    (rows,) = [v["families"] for v in yaml.safe_load((ROOT / "dvc.yaml").read_text())["vars"]]
+    return rows
+
+
+def _train_deps(row: dict) -> set[str]:
+    return {row[f"d{i}"] for i in range(1, 10)}
+
+
+def test_dvc_trains_and_promotes_every_family_of_the_table(stages: dict[str, dict]) -> None:
+    """train and promote are `foreach` stages over dvc.yaml's `families` rows, which are the
+    table's families in its order; each trains on its own label file (`label_path`), its
+    report where the loop's reports have always been, and evaluate waits for every
+    family's promotion."""
+    from r2adapter.families import FAMILIES
+
+    rows = _family_rows()
+    assert list(rows) == list(FAMILIES) == list(families())
+    per_router = {n for n, st in stages.items() if st.get("foreach") == "${families}"}
     assert per_router == set(PER_ROUTER)
-    assert stages["train"]["foreach"] == [r.backbone for r in ROUTERS]
-    assert stages["promote"]["foreach"] == {r.backbone: r.name for r in ROUTERS}
-    # evaluate waits for every router's promotion
+    assert "--router ${key}" in stages["train"]["do"]["cmd"]
+    assert "--router ${key}" in stages["promote"]["do"]["cmd"]
+    assert "labels/${pipeline.dataset}${item.labels}" in stages["train"]["do"]["deps"]
+    for name, fam in FAMILIES.items():
+        row = rows[name]
+        assert fam.label_path("D").name == f"D{row['labels']}", name
+        assert set(row) >= {"report", "train_headline", "promote_headline", "p1", "gate1"}
+    # the two-way routers' reports are named by backbone, as before
+    assert [rows[r.name]["report"] for r in ROUTERS] == [r.backbone for r in ROUTERS]
+    assert {rows[n]["report"] for n in ("kway", "adr")} == {"kway", "adr"}
+    # evaluate waits for every family's promotion
     deps = set(stages["evaluate"]["deps"])
-    assert {f"reports/promote/{r.name}.json" for r in ROUTERS} <= deps
+    assert {f"reports/promote/{n}.json" for n in FAMILIES} <= deps
 
 
-def test_dvc_trains_and_promotes_kway_on_the_strategy_labels(stages: dict[str, dict]) -> None:
-    """label writes the strategy labels as a tracked output; train_kway reads them and the
-    kway: section; evaluate waits for kway's promotion too."""
-    # the stages that train or promote the k-way router are the loop's k-way steps
-    kway = {n for n, st in stages.items() if "--router kway" in st.get("cmd", "")}
-    assert kway == set(KWAY_STEPS)
-    strategies = "labels/${pipeline.dataset}.strategies.jsonl"
-    assert strategies in stages["label"]["outs"]
-    assert {"kway.strategies", "kway.depth"} <= set(stages["label"]["params"])
-    assert "--router kway" in stages["train_kway"]["cmd"]
-    assert strategies in stages["train_kway"]["deps"] and "kway" in stages["train_kway"]["params"]
-    assert "--router kway" in stages["promote_kway"]["cmd"]
-    assert "reports/train/kway.json" in stages["promote_kway"]["deps"]
-    assert "reports/promote/kway.json" in stages["evaluate"]["deps"]
-
-
-def test_dvc_trains_and_promotes_adr_on_the_adr_labels(stages: dict[str, dict]) -> None:
-    """label writes the ADR labels as a tracked output; train_adr reads them and the adr:
-    section; evaluate waits for ADR's promotion too."""
-    adr = {n for n, st in stages.items() if "--router adr" in st.get("cmd", "")}
-    assert adr == set(ADR_STEPS) == set(FAMILY_STEPS["adr"])
-    labels = "labels/${pipeline.dataset}.adr.jsonl"
-    assert labels in stages["label"]["outs"] and "adr" in stages["label"]["params"]
-    assert " train " in stages["train_adr"]["cmd"]
-    assert labels in stages["train_adr"]["deps"] and "adr" in stages["train_adr"]["params"]
-    assert " promote " in stages["promote_adr"]["cmd"]
-    assert "reports/train/adr.json" in stages["promote_adr"]["deps"]
-    assert "reports/promote/adr.json" in stages["evaluate"]["deps"]
+def test_dvc_trains_each_family_on_its_labels_and_params(stages: dict[str, dict]) -> None:
+    """label writes every family's label file as a tracked output; train@kway reads the
+    strategy labels and kway:, train@adr the ADR labels and adr:; the gates read their
+    budgets."""
+    rows = _family_rows()
+    outs = {o for o in stages["label"]["outs"] if isinstance(o, str)}
+    for name in families():
+        assert f"labels/${{pipeline.dataset}}{rows[name]['labels']}" in outs, name
+    assert {"kway.strategies", "kway.depth", "adr"} <= set(stages["label"]["params"])
+    assert rows["kway"]["p1"] == "kway" and "r2adapter/kway" in _train_deps(rows["kway"])
+    assert rows["adr"]["p1"] == "adr" and "r2adapter/adr" in _train_deps(rows["adr"])
+    assert rows["kway"]["gate1"] == "kway.budget" and rows["adr"]["gate1"] == "adr.gamma"
+    assert stages["promote"]["do"]["deps"] == ["reports/train/${item.report}.json"]
 
 
 def test_dvc_indexes_and_labels_the_corpora_the_families_train_on(
@@ -84,7 +83,7 @@ def test_dvc_indexes_and_labels_the_corpora_the_families_train_on(
 ) -> None:
     """The corpora step: a stage per params.yaml pipeline.corpora that indexes and labels it
     (its three label files tracked outputs); kway.train_corpora and adr.train_corpora are
-    among those corpora, and train_kway / train_adr depend on their label files."""
+    among those corpora, and train@kway / train@adr depend on their label files."""
     data = yaml.safe_load((ROOT / "params.yaml").read_text())
     corpora = data["pipeline"]["corpora"]
     assert corpora and data["pipeline"]["dataset"] not in corpora
@@ -106,15 +105,14 @@ def test_dvc_indexes_and_labels_the_corpora_the_families_train_on(
     assert {"reports/index/${item}.json", "reports/labels/${item}.json"} == {
         path for o in outs if isinstance(o, dict) for path in o
     }
+    rows = _family_rows()
     for family, ext in (("kway", ".strategies.jsonl"), ("adr", ".adr.jsonl")):
         extra = data[family]["train_corpora"]
         assert set(extra) <= set(corpora), family
-        deps = set(stages[f"train_{family}"]["deps"])
-        assert {f"labels/{c}{ext}" for c in extra} <= deps, family
-    # the k-way features read each corpus's passage view: train_kway and evaluate depend on it
-    for stage in ("train_kway", "evaluate"):
-        views = {f"labels/{c}.passages.npz" for c in data["kway"]["train_corpora"]}
-        assert views <= set(stages[stage]["deps"]), stage
+        assert {f"labels/{c}{ext}" for c in extra} <= _train_deps(rows[family]), family
+    # the k-way features read each corpus's passage view: train@kway and evaluate depend on it
+    views = {f"labels/{c}.passages.npz" for c in data["kway"]["train_corpora"]}
+    assert views <= _train_deps(rows["kway"]) and views <= set(stages["evaluate"]["deps"])
 
 
 def test_an_extra_corpus_without_labels_is_left_out_with_a_warning(
@@ -132,15 +130,19 @@ def test_an_extra_corpus_without_labels_is_left_out_with_a_warning(
 
 
 def test_every_family_promotes_through_the_table() -> None:
-    """The loop's routers and its once-trained families are the table's, and each has the
-    one promotion skeleton's operations."""
+    """The loop's families are the table's (the two-way routers first), and each has the
+    one promotion skeleton's operations and says where its labels are."""
     from r2adapter.families import FAMILIES
 
-    assert list(FAMILIES) == [r.name for r in ROUTERS] + list(FAMILY_STEPS)
+    assert list(FAMILIES) == list(families())
     assert [FAMILIES[r.name].model for r in ROUTERS] == [r.model for r in ROUTERS]
     for f in FAMILIES.values():
-        for op in ("label", "fit", "load", "test_split", "figures", "replaces", "gate", "route"):
+        for op in (
+            "label", "label_path", "fit", "load", "test_split", "figures", "replaces", "gate",
+            "route",
+        ):  # fmt: skip
             assert callable(getattr(f, op)), (f.name, op)
+        assert isinstance(f.label_set, str)
 
 
 def test_dvc_stages_depend_on_the_params_they_read(stages: dict[str, dict]) -> None:
@@ -153,7 +155,9 @@ def test_dvc_stages_depend_on_the_params_they_read(stages: dict[str, dict]) -> N
     }
     for step in ("index", "label", "evaluate"):
         assert {"graph", "encoder"} <= params[step], step
-    assert {"router", "router_${item}", "encoder"} <= params["train"]
+    assert "encoder" in params["train"]
+    rows = _family_rows()
+    assert {"router", "router_minilm"} <= {rows["r2a"]["p1"], rows["r2a"]["p2"]}
     assert "label" in params["label"]
     data = yaml.safe_load((ROOT / "params.yaml").read_text())
     for section in ("graph", "encoder"):
@@ -161,34 +165,30 @@ def test_dvc_stages_depend_on_the_params_they_read(stages: dict[str, dict]) -> N
 
 
 def test_select_routers() -> None:
-    assert select_routers() == ROUTERS
-    assert select_routers(["r2a_embed"]) == (ROUTERS[1],)
-    assert select_routers(["r2a_embed", "r2a"]) == ROUTERS  # the loop's order
+    assert select_routers() == families()
+    assert select_routers(["r2a_embed"]) == ("r2a_embed",)
+    assert select_routers(["kway", "r2a_embed", "r2a"]) == ("r2a", "r2a_embed", "kway")
     with pytest.raises(R2AError, match="unknown router 'gpt'"):
         select_routers(["gpt"])
 
 
-def test_cli_retrain_offers_the_loop_routers() -> None:
+def test_cli_retrain_offers_the_table_families() -> None:
     from r2adapter.cli import build_parser
 
     parser = build_parser()
-    args = parser.parse_args(["retrain", "--router", "r2a_embed"])
-    assert args.router == ["r2a_embed"]
-    assert parser.parse_args(["retrain"]).router is None  # every router of the loop
+    args = parser.parse_args(["retrain", "--router", "r2a_embed", "--router", "kway"])
+    assert args.router == ["r2a_embed", "kway"]
+    assert parser.parse_args(["retrain"]).router is None  # every family of the table
     with pytest.raises(SystemExit):
         parser.parse_args(["retrain", "--router", "nosuch"])
+    assert parser.parse_args(["train", "--dataset", "d", "--router", "adr"]).router == "adr"
+    assert parser.parse_args(["promote", "--router", "kway"]).router == "kway"
 
 
-def test_the_loop_runs_every_family_and_skips_adr_without_its_labels(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Stand-in steps: every step of STEPS runs in order, each promotion through
-    `steps.promote` with its family's name; ADR's steps say why they are skipped when the
-    label step wrote no ADR labels; `families=False` leaves the k-way and ADR steps out."""
+def _stub_steps(monkeypatch: pytest.MonkeyPatch, adr_stats: dict, trained: list[str]) -> list:
     from types import SimpleNamespace
 
     from r2adapter import steps
-    from r2adapter.loop import run_loop
     from r2adapter.registry.promote import PromoteResult
 
     promoted: list[str] = []
@@ -197,14 +197,15 @@ def test_the_loop_runs_every_family_and_skips_adr_without_its_labels(
         promoted.append(kind)
         return PromoteResult(kind, True, "1", None, ["first"], {}, None)
 
-    adr_stats: dict[str, object] = {"skipped": "no hypergraph"}
+    def train(name: str, dataset: str) -> dict:
+        trained.append(name)
+        return {"version": "1", "run_id": "r", "gamma": 0.75}
+
     stubs = {
         "validate": lambda d: SimpleNamespace(success=True, checks=[]),
         "index": lambda d, o: SimpleNamespace(version=1, created=False),
         "label": lambda d: SimpleNamespace(records=[], rule="r", md5="m", stats={"adr": adr_stats}),
-        "train": lambda d, b: SimpleNamespace(kind=b, version="1", tau=0.0),
-        "train_kway": lambda d: {"version": "1", "fallback": "dense@5"},
-        "train_adr": lambda d: {"version": "1", "gamma": 0.75},
+        "train": train,
         "promote": promote,
         "evaluate_retrieval": lambda d: {"modes": {}},
         "evaluate_routing": lambda d, s: {"routers": {}},
@@ -212,20 +213,38 @@ def test_the_loop_runs_every_family_and_skips_adr_without_its_labels(
     }
     for name, fn in stubs.items():
         monkeypatch.setattr(steps, name, fn)
+    return promoted
+
+
+def test_the_loop_runs_every_family_and_skips_adr_without_its_labels(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Stand-in steps: every step of STEPS runs in order, train and promote once per family
+    of the table through `steps.train`/`steps.promote` with its name; ADR's say why they are
+    skipped when the label step wrote no ADR labels; the two-way routers alone leave the
+    corpora step out."""
+    from r2adapter.loop import run_loop
+
+    adr_stats: dict[str, object] = {"skipped": "no hypergraph"}
+    trained: list[str] = []
+    promoted = _stub_steps(monkeypatch, adr_stats, trained)
     said: list[str] = []
     out = run_loop("toy", "spacy", say=said.append)
     names = [line.split(":")[0] for line in said]
     assert list(dict.fromkeys(names)) == list(STEPS)  # each step says one line or more
-    assert "train_adr: skipped: no hypergraph" in said
-    assert "promote_adr: skipped: no hypergraph" in said
+    assert "train: adr: skipped: no hypergraph" in said
+    assert "promote: adr: skipped: no hypergraph" in said
     assert promoted == [r.name for r in ROUTERS] + ["kway"] == list(out.promotions)
+    assert trained == promoted
     adr_stats.clear()  # the ADR labels written: ADR trains and promotes too
     promoted.clear()
     run_loop("toy", "spacy", say=said.append)
-    assert promoted == [r.name for r in ROUTERS] + ["kway", "adr"]
+    assert promoted == list(families())
     promoted.clear()
-    run_loop("toy", "spacy", say=said.append, families=False)
+    said.clear()
+    run_loop("toy", "spacy", [r.name for r in ROUTERS], say=said.append)
     assert promoted == [r.name for r in ROUTERS]
+    assert not [line for line in said if line.startswith(CORPORA_STEP)]
 
 
 def test_the_label_stages_outputs_are_in_the_dvc_remote_for_this_code() -> None:

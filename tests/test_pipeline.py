@@ -31,12 +31,33 @@ def per_router(task: str) -> list[str]:
     return [task if i == 0 else f"{task}-{i + 1}" for i in range(len(ROUTERS))]
 
 
+def _own_families() -> list[str]:
+    from r2adapter.families import FAMILIES
+
+    return [n for n, f in FAMILIES.items() if f.label_set]
+
+
+def per_family(task: str, name: str) -> str:
+    """A task of the branch of family `name` (one that labels its own set: components/
+    family.py), in the table's order: KFP names the second `train-family-2`."""
+    i = _own_families().index(name)
+    return task if i == 0 else f"{task}-{i + 1}"
+
+
+# the branches of the families that label their own set, by the names they had when each
+# family had its components: T["train-kway"] is the k-way router's train-family task
+T = {
+    f"{step}-{name}": per_family(f"{step}-family", name)
+    for name in _own_families()
+    for step in ("label", "train", "promote")
+}
+T["label-strategies"] = T["label-kway"]
 TRAIN = set(per_router("train"))
 # the k-way router's branch: KFP numbers its deploy after the two-way routers' ones
 KWAY_DEPLOY = f"deploy-{len(ROUTERS) + 1}"
-KWAY = {"label-strategies", "train-kway", "promote-kway", KWAY_DEPLOY}
+KWAY = {T["label-strategies"], T["train-kway"], T["promote-kway"], KWAY_DEPLOY}
 ADR_DEPLOY = f"deploy-{len(ROUTERS) + 2}"  # ADR's branch: after the k-way router's
-ADR = {"label-adr", "train-adr", "promote-adr", ADR_DEPLOY}
+ADR = {T["label-adr"], T["train-adr"], T["promote-adr"], ADR_DEPLOY}
 INDEX = {"index-shards", "index-shard", "index"}  # plan, ParallelFor: warm shard i, merge
 TASKS = {"validate", *INDEX, "label-shards", "label-shard", "label-merge", "evaluate", *KWAY}
 TASKS |= ADR
@@ -47,9 +68,9 @@ TASKS |= {t for task in ("train", "register", "promote", "deploy") for t in per_
 TASKS |= {"record-run"}
 # the index plan loads the corpus into Postgres (live state): never cached
 CACHED = {"index-shard", "index", "label-shards", "label-shard", "label-merge"}
-CACHED |= {"label-strategies", "label-adr", "corpora", *TRAIN}
-RETRIED = {*INDEX, "evaluate", "train-kway", "promote-kway", KWAY_DEPLOY}
-RETRIED |= {"train-adr", "promote-adr", ADR_DEPLOY, "corpora"}
+CACHED |= {T["label-strategies"], T["label-adr"], "corpora", *TRAIN}
+RETRIED = {*INDEX, "evaluate", T["train-kway"], T["promote-kway"], KWAY_DEPLOY}
+RETRIED |= {T["train-adr"], T["promote-adr"], ADR_DEPLOY, "corpora"}
 RETRIED |= {t for task in ("register", "promote", "deploy") for t in per_router(task)}
 RETRIED |= {"record-run"}
 
@@ -242,12 +263,12 @@ def test_one_branch_per_router_of_the_loop(compiled: dict[str, Any]) -> None:
     """r2adapter/loop.py's routers, in its order: each branch trains its backbone."""
     for r, train, promote in zip(ROUTERS, per_router("train"), per_router("promote"), strict=True):
         t = compiled["tasks"][train]
-        backbone = t["inputs"]["parameters"]["backbone"]["runtimeValue"]["constant"]
-        assert backbone == r.backbone and t["taskInfo"]["name"] == f"train {r.name}"
+        router = t["inputs"]["parameters"]["router"]["runtimeValue"]["constant"]
+        assert router == r.name and t["taskInfo"]["name"] == f"train {r.name}"
         assert t["dependentTasks"] == ["label-merge"]
         assert compiled["tasks"][promote]["taskInfo"]["name"] == f"promote {r.name}"
     evaluated_after = sorted(compiled["tasks"]["evaluate"]["dependentTasks"])
-    assert evaluated_after == sorted([*per_router("promote"), "promote-kway", "promote-adr"])
+    assert evaluated_after == sorted([*per_router("promote"), T["promote-kway"], T["promote-adr"]])
 
 
 def test_validate_and_evaluate_hand_the_ui_their_pages(compiled: dict[str, Any]) -> None:
@@ -263,11 +284,11 @@ def test_validate_and_evaluate_hand_the_ui_their_pages(compiled: dict[str, Any])
 def _gate_reads_what_trainer_read(tasks: dict[str, Any], family: str, labels: str) -> None:
     """A pod starts with no labels/: the gate receives the very label artifacts its trainer
     trained on (the dataset's and the corpora's directory), not files it cannot see."""
-    train, gate = tasks[f"train-{family}"]["inputs"], tasks[f"promote-{family}"]["inputs"]
+    train, gate = tasks[T[f"train-{family}"]]["inputs"], tasks[T[f"promote-{family}"]]["inputs"]
     assert set(gate["artifacts"]) == {labels, "corpora_labels"}
     assert gate["artifacts"] == train["artifacts"]
     version = gate["parameters"]["version"]["taskOutputParameter"]
-    assert version == {"outputParameterKey": "version", "producerTask": f"train-{family}"}
+    assert version == {"outputParameterKey": "version", "producerTask": T[f"train-{family}"]}
 
 
 def test_receive_labels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -303,8 +324,11 @@ def test_receive_labels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
         assert (labels / "2wikimultihopqa.adr.jsonl").is_file()
         with pytest.raises(R2AError, match="the kway label artifact is missing"):
             steps.receive_labels("kway", "2wikimultihopqa", str(tmp_path / "none"), "")
-        with pytest.raises(R2AError, match="no label files for family 'r2a'"):
-            steps.receive_labels("r2a", "2wikimultihopqa", str(shipped / "strategies"), "")
+        # every family of the table says where its labels go: the two-way routers' file too
+        assert steps.receive_labels("r2a", "2wikimultihopqa", str(shipped / "strategies"), "") == []
+        assert (labels / "2wikimultihopqa.jsonl").read_text() == '{"q": 1}\n'
+        with pytest.raises(R2AError, match="unknown router 'gpt'"):
+            steps.receive_labels("gpt", "2wikimultihopqa", str(shipped / "strategies"), "")
     finally:
         monkeypatch.undo()
         settings.cache_clear()
@@ -344,34 +368,40 @@ def test_kway_branch(compiled: dict[str, Any]) -> None:
     """label-strategies (after the two-way labels, on the index's version) → train-kway (no
     GPU: numpy heads) → promote-kway → deploy only when its champion moved."""
     tasks = compiled["tasks"]
-    assert sorted(tasks["label-strategies"]["dependentTasks"]) == ["index", "label-merge"]
-    assert sorted(tasks["train-kway"]["dependentTasks"]) == ["corpora", "label-strategies"]
-    assert sorted(tasks["promote-kway"]["dependentTasks"]) == [
-        "corpora", "label-strategies", "train-kway",
+    assert sorted(tasks[T["label-strategies"]]["dependentTasks"]) == ["index", "label-merge"]
+    assert sorted(tasks[T["train-kway"]]["dependentTasks"]) == ["corpora", T["label-strategies"]]
+    assert sorted(tasks[T["promote-kway"]]["dependentTasks"]) == [
+        "corpora", T["label-strategies"], T["train-kway"],
     ]  # fmt: skip
-    _gate_reads_what_trainer_read(tasks, "kway", "strategies")
+    _gate_reads_what_trainer_read(tasks, "kway", "labels")
     assert tasks[KWAY_DEPLOY]["taskInfo"]["name"] == "deploy kway"
     parent = compiled["parents"][KWAY_DEPLOY]
     condition = next(
         t for t in compiled["body"]["dag"]["tasks"].values() if t["componentRef"]["name"] == parent
     )["triggerPolicy"]["condition"]
-    assert "pipelinechannel--promote-kway-Output']" in condition and "== true" in condition
+    assert f"pipelinechannel--{T['promote-kway']}-Output']" in condition
+    assert "== true" in condition
 
 
 def test_adr_branch(compiled: dict[str, Any]) -> None:
     """label-adr (after the strategy labels, on the index's version) → train-adr (no GPU: a
     softmax head) → promote-adr → deploy only when its champion moved."""
     tasks = compiled["tasks"]
-    assert sorted(tasks["label-adr"]["dependentTasks"]) == ["index", "label-strategies"]
-    assert sorted(tasks["train-adr"]["dependentTasks"]) == ["corpora", "label-adr"]
-    assert sorted(tasks["promote-adr"]["dependentTasks"]) == ["corpora", "label-adr", "train-adr"]
+    assert sorted(tasks[T["label-adr"]]["dependentTasks"]) == ["index", T["label-strategies"]]
+    assert sorted(tasks[T["train-adr"]]["dependentTasks"]) == ["corpora", T["label-adr"]]
+    assert sorted(tasks[T["promote-adr"]]["dependentTasks"]) == [
+        "corpora",
+        T["label-adr"],
+        T["train-adr"],
+    ]
     _gate_reads_what_trainer_read(tasks, "adr", "labels")
     assert tasks[ADR_DEPLOY]["taskInfo"]["name"] == "deploy adr"
     parent = compiled["parents"][ADR_DEPLOY]
     condition = next(
         t for t in compiled["body"]["dag"]["tasks"].values() if t["componentRef"]["name"] == parent
     )["triggerPolicy"]["condition"]
-    assert "pipelinechannel--promote-adr-Output']" in condition and "== true" in condition
+    assert f"pipelinechannel--{T['promote-adr']}-Output']" in condition
+    assert "== true" in condition
 
 
 def test_corpora_step(compiled: dict[str, Any]) -> None:
@@ -381,7 +411,7 @@ def test_corpora_step(compiled: dict[str, Any]) -> None:
     tasks = compiled["tasks"]
     t = tasks["corpora"]
     assert compiled["parents"]["corpora"] == compiled["body_name"]
-    assert sorted(t["dependentTasks"]) == ["label-adr", "validate"]
+    assert sorted(t["dependentTasks"]) == [T["label-adr"], "validate"]
     params = t["inputs"]["parameters"]
     # the pipeline's parameters, passed into the exit handler's DAG
     assert params["corpora"] == {"componentInputParameter": "pipelinechannel--corpora"}
@@ -409,7 +439,7 @@ def test_corpora_step(compiled: dict[str, Any]) -> None:
     env = compiled["executors"][ex]["container"]["env"]
     assert env == [{"name": "R2A_HOME", "value": retrain.R2A_HOME}]
 
-    for trainer in ("train-kway", "train-adr"):
+    for trainer in (T["train-kway"], T["train-adr"]):
         shipped = tasks[trainer]["inputs"]["artifacts"]["corpora_labels"]["taskOutputArtifact"]
         assert shipped == {"outputArtifactKey": "labels", "producerTask": "corpora"}, trainer
 
@@ -424,9 +454,16 @@ def test_settings_from_secret_and_config_map(compiled: dict[str, Any]) -> None:
     for task in ("train", "register", "promote", "deploy"):
         for t in per_router(task):
             assert "MLFLOW_TRACKING_URI" in envs(t, "configMapAsEnv"), t
-    for t in ("train-kway", "promote-kway", KWAY_DEPLOY, "train-adr", "promote-adr", ADR_DEPLOY):
+    for t in (
+        T["train-kway"],
+        T["promote-kway"],
+        KWAY_DEPLOY,
+        T["train-adr"],
+        T["promote-adr"],
+        ADR_DEPLOY,
+    ):
         assert "MLFLOW_TRACKING_URI" in envs(t, "configMapAsEnv"), t
-    for t in ("label-strategies", "train-kway", "promote-kway", *ADR - {ADR_DEPLOY}):
+    for t in (T["label-strategies"], T["train-kway"], T["promote-kway"], *ADR - {ADR_DEPLOY}):
         assert "R2A_DATABASE_URL" in envs(t, "secretAsEnv"), t
     assert "MLFLOW_TRACKING_URI" in envs("evaluate", "configMapAsEnv")
     for task in ("index", "index-shard"):  # OpenIE `llm` runs in the shards (and the merge)
@@ -880,10 +917,10 @@ def test_local_run_artifacts_and_gate(local_run: dict[str, Any]) -> None:
         assert gate == pytest.approx(trained["test_recall_at_5"], abs=1e-6)
         assert _metrics(root, promote)["promoted"] == 1
     # the k-way branch: its own labels, model version 1, promoted (the first), deployed
-    assert _outputs(root, "label-strategies")["parameterValues"]["Output"] == 60
-    assert _outputs(root, "train-kway")["parameterValues"]["version"] == "1"
-    assert _outputs(root, "promote-kway")["parameterValues"]["Output"] is True
-    assert 0.0 <= _metrics(root, "train-kway")["test_recall"] <= 1.0
+    assert _outputs(root, T["label-strategies"])["parameterValues"]["Output"] == 60
+    assert _outputs(root, T["train-kway"])["parameterValues"]["version"] == "1"
+    assert _outputs(root, T["promote-kway"])["parameterValues"]["Output"] is True
+    assert 0.0 <= _metrics(root, T["train-kway"])["test_recall"] <= 1.0
     outcome = _outputs(root, KWAY_DEPLOY)["parameterValues"]["Output"]
     assert outcome.startswith("local run, not in a cluster: nothing rolled out")
     # the corpora step ran on none: an empty labels directory, handed to both trainers
@@ -895,10 +932,10 @@ def test_local_run_artifacts_and_gate(local_run: dict[str, Any]) -> None:
     assert labels_dir.is_dir() and not any(labels_dir.iterdir())
     assert _metrics(root, "corpora")["queries"] == 0
     # ADR's branch likewise: its operator labels, model version 1, promoted, deployed
-    assert _outputs(root, "label-adr")["parameterValues"]["Output"] == 60
-    assert _outputs(root, "train-adr")["parameterValues"]["version"] == "1"
-    assert _outputs(root, "promote-adr")["parameterValues"]["Output"] is True
-    assert 0.0 <= _metrics(root, "train-adr")["test_recall"] <= 1.0
+    assert _outputs(root, T["label-adr"])["parameterValues"]["Output"] == 60
+    assert _outputs(root, T["train-adr"])["parameterValues"]["version"] == "1"
+    assert _outputs(root, T["promote-adr"])["parameterValues"]["Output"] is True
+    assert 0.0 <= _metrics(root, T["train-adr"])["test_recall"] <= 1.0
     outcome = _outputs(root, ADR_DEPLOY)["parameterValues"]["Output"]
     assert outcome.startswith("local run, not in a cluster: nothing rolled out")
     evaluated = _metrics(root, "evaluate")

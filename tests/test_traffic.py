@@ -14,9 +14,9 @@ import pytest
 from r2adapter.config import COST_PROFILES, CostParams, cost_params, kway_params
 from r2adapter.errors import R2AError
 from r2adapter.evaluate.routing_report import router_figures, type_groups
+from r2adapter.kway import transfer as loco
 from r2adapter.kway.labels import StrategyLabel, evaluate_outcomes, outcome_matrix
 from r2adapter.kway.strategies import strategy_table
-from r2adapter.reports import loco
 
 
 def _label(qtype: str, reader: dict[str, int], overhead: int = 70) -> StrategyLabel:

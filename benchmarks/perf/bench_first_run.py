@@ -5,7 +5,7 @@ committed HEAD, nothing of this checkout's state: no database, no MLflow store, 
 item 3).
 
 Stages: `install`; `r2a run` (database up, every dataset validated and loaded); each DVC
-stage by its name (`index`, `label`, `corpora@musique_dev`, `train@minilm`, ...), from
+stage by its name (`index`, `label`, `corpora@musique_dev`, `train@r2a`, ...), from
 "Running stage '<name>'" to the next marker; `dvc metrics show`; `demo` (BentoML started,
 one query per route). Index steps (passage embeddings, OpenIE, facts, ADR, ...) come from
 the clone's index reports (`reports/index/<dataset>.json`, `seconds_*`).

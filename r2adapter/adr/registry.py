@@ -14,6 +14,7 @@ import hashlib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -144,6 +145,7 @@ class AdrFamily:
 
     name = "adr"
     model = MODEL
+    label_set = "adr"  # labels/<dataset>.adr.jsonl
     train_command = "r2a train --dataset D --router adr"
     passed = "not worse on recall and FCR, not costlier in tokens, ms or passages"
 
@@ -151,6 +153,9 @@ class AdrFamily:
         from r2adapter.adr.labels import label_adr
 
         return label_adr(dataset)
+
+    def label_path(self, dataset: str) -> Path:
+        return adr_label_path(dataset)
 
     def fit(self, dataset: str, params: Any = None) -> dict[str, Any]:
         return train_and_register_adr(dataset, params)

@@ -1,6 +1,6 @@
 """One small headline file per DVC stage, two to six numbers read from the stage's full
 reports: reports/metrics/<stage>.json, or reports/metrics/<stage>/<item>.json for a stage
-repeated per item (train@minilm: reports/metrics/train/minilm.json). dvc.yaml declares
+repeated per item (train@r2a: reports/metrics/train/minilm.json). dvc.yaml declares
 these as the stages' `metrics:`, so `dvc metrics show` prints a table a person can read and
 `dvc metrics diff` / `dvc exp show` compare them; the full reports stay the stages' outputs.
 `r2a headline STAGE [ITEM]` writes one: each stage's command ends with it, and it runs as

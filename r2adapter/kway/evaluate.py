@@ -246,7 +246,7 @@ def kway_plane(
 def _served_kway(dataset, p, protocol, x, mk, splits, tk, notes) -> KwayRouter:
     """The registered k-way champion; for the test split, when there is none (or it was
     trained over another strategy table), one trained here on train with τ from val."""
-    from r2adapter.kway.registry import load_kway
+    from r2adapter.kway.model import load_kway
 
     try:
         router, version = load_kway("champion")

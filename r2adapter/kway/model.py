@@ -29,6 +29,8 @@ from r2adapter.kway.features import KwayFeatures, embedding_columns
 from r2adapter.kway.strategies import parse_strategy
 from r2adapter.route.evidence import GraphSource
 
+MODEL = "r2a-router-kway"  # the k-way router's registered model in MLflow
+
 
 @dataclass(frozen=True)
 class KwayConfig:
@@ -248,3 +250,15 @@ def fit_kway(
         encoder,
     )
     return KwayRouter(cfg, {"w": w, "b": b, "mean": mean, "std": std}), hist
+
+
+def load_kway(alias: str = "champion", version: str | None = None) -> tuple[Any, str]:
+    """The registered k-way router behind an alias (or that `version`), and its version."""
+    from r2adapter.registry.models import load_alias
+
+    return load_alias(
+        MODEL,
+        alias,
+        "`r2a train --router kway` then `r2a promote --router kway`",
+        version=version,
+    )

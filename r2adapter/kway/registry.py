@@ -9,19 +9,19 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from r2adapter.config import KwayParams, kway_params
 from r2adapter.errors import R2AError
+from r2adapter.kway.model import MODEL, load_kway
 from r2adapter.label.corpora import training_corpora
 from r2adapter.registry.promote import gate
 from r2adapter.route.family import Encode, Route, query_vectors
 
 log = logging.getLogger(__name__)
-
-MODEL = "r2a-router-kway"
 
 
 @dataclass
@@ -136,18 +136,6 @@ def train_and_register_kway(dataset: str, p: KwayParams | None = None) -> dict[s
     }
 
 
-def load_kway(alias: str = "champion", version: str | None = None) -> tuple[Any, str]:
-    """The registered k-way router behind an alias (or that `version`), and its version."""
-    from r2adapter.registry.models import load_alias
-
-    return load_alias(
-        MODEL,
-        alias,
-        "`r2a train --router kway` then `r2a promote --router kway`",
-        version=version,
-    )
-
-
 class KwayFamily:
     """The k-way router as a router family (r2adapter/route/family.py): labelled by every
     strategy ranked and timed, gated on recall, ms and passages over the strategy labels'
@@ -155,6 +143,7 @@ class KwayFamily:
 
     name = "kway"
     model = MODEL
+    label_set = "strategies"  # labels/<dataset>.strategies.jsonl
     train_command = "r2a train --router kway"
     passed = "not worse on recall, not costlier in ms or passages"
 
@@ -163,7 +152,24 @@ class KwayFamily:
 
         return label_strategies(dataset)
 
+    def label_path(self, dataset: str) -> Path:
+        from r2adapter.kway.labels import strategy_label_path
+
+        return strategy_label_path(dataset)
+
     def fit(self, dataset: str, params: Any = None) -> dict[str, Any]:
+        """`params` None: params.yaml's, at the route and budget chosen on nested transfers
+        between the corpora it trains on when params.yaml names candidates (kway/transfer.py
+        `served_point`)."""
+        if params is None:
+            from dataclasses import replace
+
+            from r2adapter.kway.transfer import served_point
+
+            params = kway_params()
+            chosen = served_point(dataset, params)
+            if chosen:
+                params = replace(params, route=chosen[0], budget=chosen[1])
         return train_and_register_kway(dataset, params)
 
     def load(self, alias: str = "champion", version: str | None = None) -> tuple[Any, str]:

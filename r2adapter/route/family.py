@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -80,6 +81,15 @@ class RouterFamily(Protocol):
     @property
     def passed(self) -> str:
         """The reason given when the gate holds and says nothing."""
+
+    @property
+    def label_set(self) -> str:
+        """The name of the label set the family writes itself (`label`: "strategies",
+        "adr"; the `label` step's stats key), or "": it trains on the two-way labels."""
+
+    def label_path(self, dataset: str) -> Path:
+        """The label file of `dataset` this family trains on (a pipeline task puts its
+        label artifact there first: `steps.receive_labels`)."""
 
     def label(self, dataset: str) -> Any:
         """Label `dataset` for this family's training (the file it trains on); a summary."""

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -15,6 +16,7 @@ from r2adapter.route.family import Encode, Route
 from r2adapter.route.kinds import RouterKind
 
 if TYPE_CHECKING:
+    from r2adapter.config import RouterParams
     from r2adapter.label.annotate import LabelRecord
     from r2adapter.label.step import LabelResult
     from r2adapter.registry.models import Gate
@@ -32,6 +34,7 @@ class TwoWaySplit:
 class TwoWayFamily:
     kind: RouterKind
     rule: Gate | None = None  # None: models.Gate at params.yaml router.max_graph_usage
+    label_set: ClassVar[str] = ""  # no label set of its own: the two-way labels (run_label)
 
     @property
     def name(self) -> str:
@@ -53,6 +56,18 @@ class TwoWayFamily:
         from r2adapter.label.step import run_label
 
         return run_label(dataset)
+
+    def label_path(self, dataset: str) -> Path:
+        from r2adapter.label.step import label_paths
+
+        return label_paths(dataset)[0]
+
+    def params(self, backbone: str | None = None, **overrides: object) -> RouterParams:
+        """params.yaml's `router:` and `router_<backbone>:` (this kind's backbone unless
+        another is given), then `overrides` (epochs, ...): what `fit` trains with."""
+        from r2adapter.config import router_params
+
+        return router_params(backbone or self.kind.backbone, None, **overrides)
 
     def fit(self, dataset: str, params: Any = None) -> TrainReport:
         from r2adapter.config import router_params
