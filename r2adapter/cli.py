@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from r2adapter.adr import strategies as adr_modes
 from r2adapter.config import pipeline_dataset
@@ -32,7 +32,7 @@ class _Families:
     def __contains__(self, name: object) -> bool:
         return name in self._names()
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[str]:
         return iter(self._names())
 
 
