@@ -33,6 +33,7 @@ from r2adapter.errors import DatabaseError, R2AError, ResourceError
 from r2adapter.llm.base import LLMError
 from r2adapter.route.family import Route
 from r2adapter.store.db import known_down
+from r2adapter.threads import limit_threads
 from serving.admission import Gate, Overloaded, dependency_down, refused
 from serving.connection import install_http_guards
 from serving.cpus import usable_cpus
@@ -210,20 +211,6 @@ def service_logging() -> None:
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 
 
-def limit_model_threads() -> int:
-    """R2A_MODEL_THREADS (default 1) threads per model call: torch's intra-op pool (which the
-    ONNX sessions created after this take as theirs) and BLAS. Requests run side by side on
-    the service's threads, so a pool per call only makes them fight over the cores: on 2
-    cores under 8 clients one thread each doubled /route's throughput (bench_load.py)."""
-    n = max(1, int(os.environ.get("R2A_MODEL_THREADS", "1")))
-    import torch
-    from threadpoolctl import threadpool_limits
-
-    torch.set_num_threads(n)
-    threadpool_limits(n, user_api="blas")
-    return n
-
-
 def error_for(e: BaseException) -> JSONResponse:
     """An endpoint's exception as the one error shape (input errors never get here: the
     middleware answers them before the endpoint runs)."""
@@ -290,7 +277,7 @@ def answers_errors(f: F) -> F:
 class R2AService:
     def __init__(self) -> None:
         service_logging()
-        self.model_threads = limit_model_threads()  # before the models load
+        self.model_threads = limit_threads()  # before the models load
         self.state = ServingState()
         self._auto = 0
         self._auto_graph = 0

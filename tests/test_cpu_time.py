@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from r2adapter.store.cpu_time import CpuMeter, backend_cpu_ns, metered_backend, one_thread
+from r2adapter.store.cpu_time import CpuMeter, backend_cpu_ns, metered_backend
+from r2adapter.threads import thread_limit
 
 SPIN_THEN_SLEEP = """
 import time
@@ -87,7 +88,7 @@ def test_one_thread_pins_the_pools_and_restores_them() -> None:
     from threadpoolctl import threadpool_info
 
     before = torch.get_num_threads()
-    with one_thread():
+    with thread_limit(1):
         assert torch.get_num_threads() == 1
         assert all(pool["num_threads"] == 1 for pool in threadpool_info())
     assert torch.get_num_threads() == before

@@ -8,7 +8,8 @@ import time
 import numpy as np
 import pytest
 
-from r2adapter.evaluate.timing import model_threads, time_per_query
+from r2adapter.evaluate.timing import time_per_query
+from r2adapter.threads import model_threads
 
 pytestmark = pytest.mark.unit
 

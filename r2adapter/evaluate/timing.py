@@ -1,7 +1,7 @@
 """The one per-query timer of the routing reports (`r2a evaluate routing`, with or without
 `--protocol`; the two-way routers, the baselines, the k-way router and ADR's head).
 
-Thread policy, the service's (serving/service.py `limit_model_threads`): a router is timed
+Thread policy, the service's (r2adapter/threads.py, which the service holds too): a router is timed
 one query at a time on R2A_MODEL_THREADS threads (default 1) — torch's intra-op pool and
 every thread pool threadpoolctl sees (BLAS and OpenMP) — because the service routes
 requests side by side, one model call a thread, so that is the latency a request sees.
@@ -13,36 +13,15 @@ query, once) is not counted.
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import TypeVar
 
 import numpy as np
 
+from r2adapter.threads import thread_limit
+
 T = TypeVar("T")
-
-
-def model_threads() -> int:
-    """R2A_MODEL_THREADS (default 1, at least 1): threads per model call."""
-    return max(1, int(os.environ.get("R2A_MODEL_THREADS", "1")))
-
-
-@contextmanager
-def model_thread_limit(n: int | None = None) -> Iterator[int]:
-    """torch's intra-op pool and threadpoolctl's pools held to `n` (R2A_MODEL_THREADS)."""
-    import torch
-    from threadpoolctl import threadpool_limits
-
-    n = model_threads() if n is None else n
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        with threadpool_limits(n):
-            yield n
-    finally:
-        torch.set_num_threads(before)
 
 
 def time_per_query(call: Callable[[int], T], n: int) -> tuple[list[T], np.ndarray]:
@@ -52,7 +31,7 @@ def time_per_query(call: Callable[[int], T], n: int) -> tuple[list[T], np.ndarra
     ms = np.zeros(n)
     if n == 0:
         return out, ms
-    with model_thread_limit():
+    with thread_limit():
         call(0)  # warm-up (lazy loads)
         for i in range(n):
             t = time.perf_counter()

@@ -34,7 +34,8 @@ from r2adapter.kway.strategies import (
 )
 from r2adapter.label.jsonl import read_label_lines, write_label_lines
 from r2adapter.label.outcome import Outcome
-from r2adapter.store.cpu_time import CpuMeter, one_thread
+from r2adapter.store.cpu_time import CpuMeter
+from r2adapter.threads import thread_limit
 
 FORMAT = 1  # bumped when a record's fields change: an older file asks for a relabel
 
@@ -190,7 +191,7 @@ def rank_strategies(
     queries = stored_queries(dataset, complete_only=True)[:limit]
     if not queries:
         raise R2AError(f"dataset '{dataset}' has no queries with complete gold to label")
-    with one_thread():  # as one serving worker runs, and CPU times that hold under load
+    with thread_limit(1):  # as one serving worker runs, and CPU times that hold under load
         out = _rank(dataset, queries, p)
     if p.cost == "cpu_median":
         median_cpu_prices(out)

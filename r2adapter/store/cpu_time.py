@@ -86,27 +86,3 @@ def metered_backend(pid: int | None) -> Iterator[None]:
             meter.db_ns += time.perf_counter_ns() - t
         else:
             meter.db_ns += after - before
-
-
-@contextmanager
-def one_thread() -> Iterator[None]:
-    """The block runs its numeric libraries on one thread each (BLAS/OpenMP pools through
-    threadpoolctl, torch's intra-op pool, and an ONNX encoder created inside the block,
-    which takes torch's count), as one serving worker does; restored after.
-
-    Why it matters for CPU time: a pool of two threads on two shared cores spins while it
-    waits for its partner, and that spin is CPU time that grows or shrinks with what else
-    the machine runs. On one thread, a step's median CPU ms moved by at most 7% and the
-    same way for every step, quiet against both cores busy (2Wiki, 860 queries;
-    benchmarks/bench_label_load.py), where on the default pools the graph walk's grew 28%
-    and the embedding's shrank 16%."""
-    import torch  # here, not later inside the block: an encoder loaded there takes its count
-    from threadpoolctl import threadpool_limits
-
-    before = torch.get_num_threads()
-    with threadpool_limits(limits=1):
-        torch.set_num_threads(1)
-        try:
-            yield
-        finally:
-            torch.set_num_threads(before)
