@@ -740,7 +740,7 @@ class RewriteParams:
     function-word relation or an adjective head); with `link_heads` a triplet seeds only
     when its head is a phrase node of the graph (r2adapter/retrieve/seeding.py). The
     defaults keep every triplet, as before; params.yaml holds the values chosen on the
-    development folds (docs/corpora.md). `seed_weight` scales the phrase seeds a triplet's
+    development folds (docs/settings.md). `seed_weight` scales the phrase seeds a triplet's
     fact query reaches against the question's own (1.0: as much, as before)."""
 
     min_confidence: float = 0.0

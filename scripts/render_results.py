@@ -339,7 +339,7 @@ router=@ | hybrid R@5=recall@5:3 | hybrid R@2=recall@2:3 | graph usage=graph_usa
 | graph precision=precision_graph:3 | graph recall=recall_graph:3 | graph F1=f1_graph:3
 | routing p50 ms=latency_ms_p50:2
 
-3 The quality point's margin rule (`docs/corpora.md`)
+3 The quality point's margin rule (`docs/settings.md`)
 benchmarks/results/margin_rule.json @ swap_summary
 rule=@ | met=met:0 | checks=checks:0 | mean gap=mean_gap:4 | worst gap=worst_gap:4
 | mean ms ratio=mean_ms_ratio:2

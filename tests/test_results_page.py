@@ -159,6 +159,16 @@ def _dot(v: float, digits: int) -> str:
 RC, CR, MR = (
     f"benchmarks/results/{f}.json" for f in ("rewriter_corpora", "container_route", "margin_rule")
 )
+ALL = "reports/corpora/all.json"
+# docs/corpora.md's headline table: each held-out corpus's row starts with its best fixed
+# strategy's recall, then the k-way router's chosen in the fold
+_HEADLINE_ROWS = (
+    ("2wikimultihopqa", "860", "catrag+rw@5", "195"),
+    ("hotpotqa_dev", "590", "catrag+rw@5", "176"),
+    ("musique_dev", "192", "catrag+rw@5", "184"),
+    ("musique_dev_mixed", "546", "catrag@5", "180"),
+    ("2wiki_mixed", "2,909", "catrag+rw@5", "188"),
+)
 # (the page that quotes, the text around the figure, the file, the path to it, how written)
 QUOTES = [
     ("README.md", "({} s;", "benchmarks/results/first_run.json", "total_s", "{:,.0f}"),
@@ -171,7 +181,29 @@ QUOTES = [
         "p50_ratio_inside_over_outside",
         "{:.2f}",
     ),
-    ("docs/corpora.md", "**{}**", MR, "swap_summary/maximin/worst_gap", "dot4"),
+    ("docs/settings.md", "**{}**", MR, "swap_summary/maximin/worst_gap", "dot4"),
+    ("docs/corpora.md", "recalls **{}** at", "reports/train/kway.json", "test_recall", "u3"),
+    ("docs/corpora.md", "γ **{}** chosen", "reports/train/adr.json", "gamma", "u2"),
+    *(
+        (
+            "docs/corpora.md",
+            f"| {c} ({n}) | {best} {{}}, {cost} |",
+            ALL,
+            f"corpora/{c}/rows/always_{best}/recall",
+            "u3",
+        )
+        for c, n, best, cost in _HEADLINE_ROWS
+    ),
+    *(
+        (
+            "docs/corpora.md",
+            f"| {c} ({n}) | {best} " + "{}",
+            ALL,
+            f"corpora/{c}/rows/kway_loco/recall",
+            "row",
+        )
+        for c, n, best, _ in _HEADLINE_ROWS
+    ),
 ]
 
 
@@ -186,8 +218,18 @@ def test_a_quoted_figure_is_its_files_own(
     value = _load(rel)
     for key in path.split("/"):
         value = value[key]
-    figure = _dot(value, 4) if fmt == "dot4" else fmt.format(value)
-    assert around.format(figure) in (ROOT / doc).read_text(encoding="utf-8"), (doc, figure)
+    text = (ROOT / doc).read_text(encoding="utf-8")
+    if fmt == "row":  # the second figure of a table row: the row's second cell starts with it
+        line = next(ln for ln in text.splitlines() if ln.startswith(around.format("")))
+        assert line.split(" | ")[2].startswith(f"{value:.3f}".removeprefix("0")), (doc, line)
+        return
+    if fmt == "dot4":
+        figure = _dot(value, 4)
+    elif fmt in ("u2", "u3"):  # unsigned, without the leading zero: .850
+        figure = f"{value:.{fmt[1]}f}".removeprefix("0")
+    else:
+        figure = fmt.format(value)
+    assert around.format(figure) in text, (doc, figure)
 
 
 def test_the_training_parameters_are_params_yaml(rendered: str) -> None:
