@@ -26,6 +26,7 @@ from r2adapter.errors import R2AError
 from r2adapter.label.corpora import training_corpora
 from r2adapter.registry.promote import COST_TOLERANCE, RECALL_TOLERANCE
 from r2adapter.registry.promote import gate as cost_gate
+from r2adapter.registry.training import Fitted, TrainingReport, train_and_register
 from r2adapter.route.family import Encode, Route, query_vectors
 
 MODEL = "r2a-router-adr"
@@ -55,13 +56,14 @@ def _labels_and_x(dataset: str, more: Sequence[str] = ()) -> tuple[list[AdrLabel
     return labels, enc.encode([lab.question for lab in labels]), enc.name
 
 
-def train_and_register_adr(dataset: str, p: AdrParams | None = None) -> dict[str, Any]:
+def train_and_register_adr(dataset: str, p: AdrParams | None = None) -> TrainingReport:
+    """ADR's intent head trained on the ADR labels' train and val splits with γ chosen on
+    them (adr/gamma.py), in the one training run every family shares
+    (r2adapter/registry/training.py)."""
     import mlflow
 
     from r2adapter.adr.gamma import fit_with_gamma
     from r2adapter.adr.pyfunc import AdrModel
-    from r2adapter.registry.models import register_candidate
-    from r2adapter.registry.tracking import mlflow_setup
 
     t0 = time.perf_counter()
     p = p or adr_params()
@@ -71,38 +73,31 @@ def train_and_register_adr(dataset: str, p: AdrParams | None = None) -> dict[str
         raise R2AError(f"{dataset}: the ADR labels have no train or val queries to train on")
     corpora = training_corpora(dataset, p.train_corpora, adr_label_path)
     md5 = ",".join(hashlib.md5(adr_label_path(c).read_bytes()).hexdigest() for c in corpora)
-    exp = mlflow_setup()
-    with mlflow.start_run(experiment_id=exp, run_name=f"adr-{dataset}") as run:
-        mlflow.log_params(
-            {
-                "adr.gamma": p.gamma,
-                "adr.classifier_c": p.classifier_c,
-                "adr.seed": p.seed,
-                "encoder": encoder,
-                "dataset": dataset,
-                "label_md5": md5,
-                "trained_on": ",".join(corpora),
-                "n_train": len(tr),
-                "n_test": len(labels) - len(tr),
-            }
-        )
+    logged = {
+        "adr.gamma": p.gamma,
+        "adr.classifier_c": p.classifier_c,
+        "adr.seed": p.seed,
+        "encoder": encoder,
+        "label_md5": md5,
+        "trained_on": ",".join(corpora),
+        "n_train": len(tr),
+        "n_test": len(labels) - len(tr),
+    }
+
+    def fit(run: object) -> Fitted:
         head, gamma, how = fit_with_gamma([labels[i] for i in tr], p, x[tr])
         mlflow.log_params({"adr.gamma_chosen": gamma, "adr.token_budget": p.token_budget})
         router = AdrRouter(head, gamma, encoder, dataset)
-        test = test_figures(router, labels, x)
-        mlflow.log_metrics({f"test_{k}": v for k, v in test.items()})
-        version = register_candidate(MODEL, AdrModel(), router.save, dataset, test)
-    return {
-        "router": "adr",
-        "version": version,
-        "run_id": run.info.run_id,
-        "gamma": gamma,
-        "gamma_chosen": how,
-        "trained_on": corpora,
-        "n_train": len(tr),
-        "seconds": time.perf_counter() - t0,
-        **{f"test_{k}": v for k, v in test.items()},
-    }
+        return Fitted(
+            MODEL,
+            AdrModel(),
+            router.save,
+            test_figures(router, labels, x),
+            {"gamma": gamma, "gamma_chosen": how, "trained_on": corpora, "n_train": len(tr)},
+            {"gamma": gamma},
+        )
+
+    return train_and_register("adr", dataset, logged, fit, started=t0)
 
 
 def load_adr(alias: str = "champion", version: str | None = None) -> tuple[AdrRouter, str]:
@@ -157,7 +152,7 @@ class AdrFamily:
     def label_path(self, dataset: str) -> Path:
         return adr_label_path(dataset)
 
-    def fit(self, dataset: str, params: Any = None) -> dict[str, Any]:
+    def fit(self, dataset: str, params: Any = None) -> TrainingReport:
         return train_and_register_adr(dataset, params)
 
     def load(self, alias: str = "champion", version: str | None = None) -> tuple[AdrRouter, str]:

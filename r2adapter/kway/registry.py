@@ -19,6 +19,7 @@ from r2adapter.errors import R2AError
 from r2adapter.kway.model import MODEL, load_kway
 from r2adapter.label.corpora import training_corpora
 from r2adapter.registry.promote import gate
+from r2adapter.registry.training import Fitted, TrainingReport, train_and_register
 from r2adapter.route.family import Encode, Route, query_vectors
 
 log = logging.getLogger(__name__)
@@ -88,12 +89,15 @@ def test_figures(router: Any, d: SplitData) -> dict[str, float]:
     }
 
 
-def train_and_register_kway(dataset: str, p: KwayParams | None = None) -> dict[str, Any]:
+def train_and_register_kway(dataset: str, p: KwayParams | None = None) -> TrainingReport:
+    """The k-way router trained on the strategy labels' train split with τ searched on val
+    (the budget caps the cost under params.yaml cost.profile: kway/costs.py), in the one
+    training run every family shares (r2adapter/registry/training.py)."""
     import mlflow
 
     from r2adapter.kway.cascade import Costs
     from r2adapter.kway.model import fit_kway
-    from r2adapter.registry.tracking import mlflow_setup
+    from r2adapter.kway.pyfunc import KwayModel
 
     t0 = time.perf_counter()
     p = (p or kway_params()).routed()  # the heads cover the strategies it routes among
@@ -103,37 +107,37 @@ def train_and_register_kway(dataset: str, p: KwayParams | None = None) -> dict[s
         raise R2AError(f"{dataset}: the strategy labels need train and val queries")
 
     def costs(rows: np.ndarray) -> Costs:
-        # the budget caps the cost under params.yaml cost.profile (kway/costs.py)
         return Costs(d.m["recall"][rows], d.m["cost"][rows], d.m["passages"][rows])
 
-    exp = mlflow_setup()
-    with mlflow.start_run(experiment_id=exp, run_name=f"kway-{dataset}") as run:
-        mlflow.log_params({f"kway.{k}": v for k, v in asdict(p).items() if k != "strategies"})
-        mlflow.log_param("kway.strategies", ",".join(p.strategies))
-        mlflow.log_params({"dataset": dataset, "n_train": len(tr), "n_val": len(va)})
-        mlflow.log_param("kway.trained_on", ",".join(d.corpora))
+    logged = {
+        **{f"kway.{k}": v for k, v in asdict(p).items() if k != "strategies"},
+        "kway.strategies": ",".join(p.strategies),
+        "n_train": len(tr),
+        "n_val": len(va),
+        "kway.trained_on": ",".join(d.corpora),
+    }
+
+    def fit(run: object) -> Fitted:
         router, hist = fit_kway(
             d.x[tr], d.m["suitable"][tr], d.x[va], costs(va), costs(tr), p.strategies, p, dataset
         )
         for step, r, ms in zip(hist.steps, hist.val_recall, hist.val_ms, strict=True):
             mlflow.log_metrics({"val_recall": r, "val_mean_ms": ms}, step=step)
-        test = test_figures(router, d)
-        mlflow.log_metrics({f"test_{k}": v for k, v in test.items()})
-        from r2adapter.kway.pyfunc import KwayModel
-        from r2adapter.registry.models import register_candidate
+        return Fitted(
+            MODEL,
+            KwayModel(),
+            router.save,
+            test_figures(router, d),
+            {
+                "best_step": hist.best_step,
+                "thresholds": dict(zip(p.strategies, router.cfg.thresholds, strict=True)),
+                "fallback": router.cfg.fallback,
+                "trained_on": d.corpora,
+            },
+            {"best_step": hist.best_step},
+        )
 
-        version = register_candidate(MODEL, KwayModel(), router.save, dataset, test)
-    return {
-        "router": "kway",
-        "version": version,
-        "run_id": run.info.run_id,
-        "best_step": hist.best_step,
-        "thresholds": dict(zip(p.strategies, router.cfg.thresholds, strict=True)),
-        "fallback": router.cfg.fallback,
-        "trained_on": d.corpora,
-        "seconds": time.perf_counter() - t0,
-        **{f"test_{k}": v for k, v in test.items()},
-    }
+    return train_and_register("kway", dataset, logged, fit, started=t0)
 
 
 class KwayFamily:
@@ -157,7 +161,7 @@ class KwayFamily:
 
         return strategy_label_path(dataset)
 
-    def fit(self, dataset: str, params: Any = None) -> dict[str, Any]:
+    def fit(self, dataset: str, params: Any = None) -> TrainingReport:
         """`params` None: params.yaml's, at the route and budget chosen on nested transfers
         between the corpora it trains on when params.yaml names candidates (kway/transfer.py
         `served_point`)."""

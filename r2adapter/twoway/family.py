@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from r2adapter.label.annotate import LabelRecord
     from r2adapter.label.step import LabelResult
     from r2adapter.registry.models import Gate
+    from r2adapter.registry.training import TrainingReport
     from r2adapter.route.trained import TrainedRouter
-    from r2adapter.twoway.register import TrainReport
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ class TwoWayFamily:
 
         return router_params(backbone or self.kind.backbone, None, **overrides)
 
-    def fit(self, dataset: str, params: Any = None) -> TrainReport:
+    def fit(self, dataset: str, params: Any = None) -> TrainingReport:
         from r2adapter.config import router_params
         from r2adapter.twoway.register import train_and_register
 

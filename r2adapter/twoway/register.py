@@ -1,12 +1,13 @@
-"""The train + register steps: one MLflow run per training, the model registered with
-alias `candidate`."""
+"""The two-way routers' training run: trained with the periodic τ search, registered with
+alias `candidate` through the one training path (r2adapter/registry/training.py)."""
 
 from __future__ import annotations
 
 import json
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -16,47 +17,11 @@ from r2adapter.evaluate.plots import plot_pr, plot_threshold_search
 from r2adapter.evaluate.routing import routing_metrics
 from r2adapter.label.annotate import LabelRecord, read_labels
 from r2adapter.label.step import label_paths
-from r2adapter.registry.models import GATE_METRICS, client, model_name, register_candidate
-from r2adapter.registry.tracking import mlflow_setup
+from r2adapter.registry.models import GATE_METRICS, model_name
+from r2adapter.registry.training import Fitted, TrainingReport
+from r2adapter.registry.training import train_and_register as train_and_register_run
 from r2adapter.route.kinds import router_kind
 from r2adapter.train.fit import TrainResult, train_router
-
-
-@dataclass
-class TrainReport:
-    kind: str
-    version: str
-    run_id: str
-    tau: float
-    best_step: int
-    steps: int
-    accelerator: str
-    test: dict[str, float]
-    seconds: float
-    curve: list[dict[str, float]]  # Score(τ) at the best step, for `dvc plots`
-
-    def to_report(self) -> dict[str, object]:
-        """reports/train/<backbone>.json (a DVC metric): these keys, in this order; the
-        curve goes to its own file (`curve`)."""
-        return {
-            "router": self.kind,
-            "version": self.version,
-            "run_id": self.run_id,
-            "tau": self.tau,
-            "best_step": self.best_step,
-            "steps": self.steps,
-            "seconds": self.seconds,
-            **{f"test_{k}": v for k, v in self.test.items()},
-        }
-
-    def metrics(self) -> dict[str, float]:
-        return {
-            "tau_star": self.tau,
-            "best_step": self.best_step,
-            "steps": self.steps,
-            "train_seconds": round(self.seconds, 1),
-            **{f"test_{metric_key(k)}": round(v, 6) for k, v in self.test.items()},
-        }
 
 
 def test_metrics(result: TrainResult, records: list[LabelRecord]) -> dict[str, float]:
@@ -68,36 +33,35 @@ def test_metrics(result: TrainResult, records: list[LabelRecord]) -> dict[str, f
 
 def train_and_register(
     dataset: str, params: RouterParams, label_file: Path | None = None, progress: bool = True
-) -> TrainReport:
+) -> TrainingReport:
+    """Train the two-way router of `params.backbone` on the labels with the periodic τ
+    search (R²Adapter Algorithm 2), in the one training run every family shares
+    (r2adapter/registry/training.py): its curves, plots and threshold search logged into
+    the run, registered as `candidate` with the gate figures and the label rule."""
     import time
 
     import mlflow
     from lightning.pytorch.loggers import MLFlowLogger
 
+    from r2adapter.registry.pyfunc import RouterModel
+
     t0 = time.perf_counter()
     path = label_file or label_paths(dataset)[0]
     records = read_labels(path)
     label_md5 = _md5(path)
-    exp_id = mlflow_setup()
     kind = router_kind(params.backbone)
-    with mlflow.start_run(experiment_id=exp_id, run_name=f"{kind}-{dataset}") as run:
-        mlflow.log_params(
-            {
-                **{f"router.{k}": v for k, v in asdict(params).items()},
-                "dataset": dataset,
-                "label_file": str(
-                    path.relative_to(settings().root)
-                    if path.is_relative_to(settings().root)
-                    else path
-                ),
-                "label_md5": label_md5,
-                "label_rule": records[0].rule,
-                "n_train": sum(r.split == "train" for r in records),
-                "n_val": sum(r.split == "val" for r in records),
-                "n_test": sum(r.split == "test" for r in records),
-            }
-        )
-        mlflow.set_tag("label_dvc_md5", label_md5)
+    root = settings().root
+    logged = {
+        **{f"router.{k}": v for k, v in asdict(params).items()},
+        "label_file": str(path.relative_to(root) if path.is_relative_to(root) else path),
+        "label_md5": label_md5,
+        "label_rule": records[0].rule,
+        "n_train": sum(r.split == "train" for r in records),
+        "n_val": sum(r.split == "val" for r in records),
+        "n_test": sum(r.split == "test" for r in records),
+    }
+
+    def fit(run: Any) -> Fitted:
         logger = MLFlowLogger(
             experiment_name="r2a-router",
             run_id=run.info.run_id,
@@ -105,75 +69,69 @@ def train_and_register(
         )
         result = train_router(records, params, logger=logger, progress=progress, dataset=dataset)
         test = test_metrics(result, records)
-        mlflow.log_metrics({f"test_{metric_key(k)}": v for k, v in test.items()})
+        h = result.history
         mlflow.log_metrics(
-            {
-                "tau_star": result.history.best_tau,
-                "best_val_score": result.history.best_score,
-                "best_step": result.history.best_step,
-            }
+            {"tau_star": h.best_tau, "best_val_score": h.best_score, "best_step": h.best_step}
         )
-        with tempfile.TemporaryDirectory() as tmp:
-            t = Path(tmp)
-            mlflow.log_artifact(
-                str(plot_threshold_search(result.history, t / "threshold.png")), "plots"
-            )
-            mlflow.log_artifact(str(plot_pr(result.history, t / "val_pr.png")), "plots")
-            curve = [
-                {
-                    "step": p.step,
-                    "taus": p.search.taus.tolist(),
-                    "scores": p.search.scores.tolist(),
-                    "graph_usage": p.search.usage.tolist(),
-                }
-                for p in result.history.points
-            ]
-            (t / "threshold_search.json").write_text(json.dumps(curve))
-            mlflow.log_artifact(str(t / "threshold_search.json"), "plots")
-        from r2adapter.registry.pyfunc import RouterModel
-
-        version = register_candidate(
+        _log_search(result)
+        return Fitted(
             model_name(kind),
             RouterModel(),
             result.router.save,
-            dataset,
-            {metric_key(m): test[m] for m in GATE_METRICS if m in test},
+            test,
+            {"tau": h.best_tau, "best_step": h.best_step, "steps": result.steps},
+            {"tau_star": h.best_tau, "best_step": h.best_step, "steps": result.steps},
+            gate={metric_key(m): test[m] for m in GATE_METRICS if m in test},
+            tags={"label_rule": records[0].rule},
+            curve=_best_curve(result),
+            accelerator=result.accelerator,
         )
-    client().set_model_version_tag(model_name(kind), version, "label_rule", records[0].rule)
-    best = next((p for p in result.history.points if p.step == result.history.best_step), None)
-    curve = (
-        [
+
+    return train_and_register_run(
+        kind, dataset, logged, fit, tags={"label_dvc_md5": label_md5}, started=t0
+    )
+
+
+def _log_search(result: TrainResult) -> None:
+    """The τ search's plots and every evaluation's curve, as artifacts of the active run."""
+    import mlflow
+
+    with tempfile.TemporaryDirectory() as tmp:
+        t = Path(tmp)
+        mlflow.log_artifact(
+            str(plot_threshold_search(result.history, t / "threshold.png")), "plots"
+        )
+        mlflow.log_artifact(str(plot_pr(result.history, t / "val_pr.png")), "plots")
+        curve = [
             {
-                "tau": float(tau),
-                "score": float(sc),
-                "f1": float(f),
-                "recall": float(rc),
-                "graph_usage": float(u),
+                "step": p.step,
+                "taus": p.search.taus.tolist(),
+                "scores": p.search.scores.tolist(),
+                "graph_usage": p.search.usage.tolist(),
             }
-            for tau, sc, f, rc, u in zip(
-                best.search.taus,
-                best.search.scores,
-                best.search.f1,
-                best.search.recall,
-                best.search.usage,
-                strict=True,
-            )
+            for p in result.history.points
         ]
-        if best
-        else []
-    )
-    return TrainReport(
-        kind,
-        version,
-        run.info.run_id,
-        result.history.best_tau,
-        result.history.best_step,
-        result.steps,
-        result.accelerator,
-        test,
-        time.perf_counter() - t0,
-        curve,
-    )
+        (t / "threshold_search.json").write_text(json.dumps(curve))
+        mlflow.log_artifact(str(t / "threshold_search.json"), "plots")
+
+
+def _best_curve(result: TrainResult) -> list[dict[str, float]]:
+    """Score(τ) at the best step, for `dvc plots`."""
+    h = result.history
+    best = next((p for p in h.points if p.step == h.best_step), None)
+    if best is None:
+        return []
+    s = best.search
+    return [
+        {
+            "tau": float(tau),
+            "score": float(sc),
+            "f1": float(f),
+            "recall": float(rc),
+            "graph_usage": float(u),
+        }
+        for tau, sc, f, rc, u in zip(s.taus, s.scores, s.f1, s.recall, s.usage, strict=True)
+    ]
 
 
 def _md5(path: Path) -> str:
