@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -33,9 +34,47 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.integration)
 
 
+# every variable that points the project at an LLM: a test that wants none, or its own,
+# clears them all first
+LLM_ENV = (
+    "R2A_LLM_BACKEND",
+    "R2A_LLM_BASE_URL",
+    "R2A_LLM_MODEL",
+    "R2A_LLM_API_KEY",
+    "R2A_LLM_TIMEOUT",
+    "R2A_LLM_MAX_ATTEMPTS",
+    "R2A_LLM_MODEL_PATH",
+    "R2A_LLM_RUNTIME",
+    "R2A_LLM_THREADS",
+    "R2A_REWRITE_BACKEND",
+)
+
+
+@contextmanager
+def environ(env: dict[str, str], unset: tuple[str, ...] = ()) -> Iterator[dict[str, str]]:
+    """os.environ with `env` set and `unset` removed for the block (the settings read
+    again on the way in and out), then as it was: the one save/restore every test that
+    sets the process's environment uses."""
+    from r2adapter.config import settings
+
+    saved = {k: os.environ.get(k) for k in [*env, *unset]}
+    os.environ.update(env)
+    for k in unset:
+        os.environ.pop(k, None)
+    settings.cache_clear()
+    try:
+        yield {**os.environ}
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        settings.cache_clear()
+
+
 @pytest.fixture(scope="session")
 def pg_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    from r2adapter.config import settings
     from r2adapter.store import embedded
     from r2adapter.store.db import close_pool
 
@@ -50,20 +89,13 @@ def pg_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]
         # the shared index explicitly)
         "R2A_SHARE_INDEX": "0",
     }
-    saved = {k: os.environ.get(k) for k in [*env, "R2A_DATABASE_URL"]}
-    os.environ.update(env)
-    os.environ.pop("R2A_DATABASE_URL", None)
-    settings.cache_clear()
-    embedded.up()
-    yield {**os.environ, **env}
-    close_pool()
-    embedded.down()
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-    settings.cache_clear()
+    with environ(env, unset=("R2A_DATABASE_URL",)) as now:
+        embedded.up()
+        try:
+            yield now
+        finally:
+            close_pool()
+            embedded.down()
 
 
 def run_cli(
@@ -142,6 +174,26 @@ def mini_indexed(pg_env: dict[str, str], tmp_path_factory: pytest.TempPathFactor
     r = run_cli(["index", "--dataset", path, "--openie", "precomputed"], pg_env, timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
     return path
+
+
+@pytest.fixture(scope="session")
+def champion_store(
+    mini_indexed: str, pg_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """One MLflow store with a two-way champion trained on the indexed MuSiQue subset,
+    trained once for every served-service module (test_service*.py), each of which serves
+    a copy of it (`served_store`): what one module registers or promotes, the others never
+    see."""
+    home = tmp_path_factory.mktemp("champion")
+    train_champion(mini_indexed, {**pg_env, "MLFLOW_TRACKING_URI": f"sqlite:///{home}/mlflow.db"})
+    return home
+
+
+def served_store(champion_store: Path, dest: Path) -> str:
+    """A copy of the champion's store in `dest` (its artifact locations follow the copy:
+    r2adapter/registry/tracking.py `relocate`); its tracking URI."""
+    shutil.copytree(champion_store, dest, dirs_exist_ok=True)
+    return f"sqlite:///{dest}/mlflow.db"
 
 
 def train_champion(dataset: str, env: dict[str, str]) -> None:

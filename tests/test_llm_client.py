@@ -22,17 +22,9 @@ from r2adapter.llm import (
     get_llm,
     openai_compat,
 )
+from tests.conftest import LLM_ENV
 
 pytestmark = pytest.mark.unit  # no Postgres, no server
-
-LLM_ENV = [
-    "R2A_LLM_BACKEND",
-    "R2A_LLM_BASE_URL",
-    "R2A_LLM_MODEL",
-    "R2A_LLM_API_KEY",
-    "R2A_LLM_TIMEOUT",
-    "R2A_LLM_MAX_ATTEMPTS",
-]
 
 
 @dataclass

@@ -12,19 +12,10 @@ import pytest
 
 from r2adapter.llm import LLMError, OpenAICompatibleLLM, get_llm
 from r2adapter.llm.local import LLMTimeoutError, LocalLLM, default_model_path
+from tests.conftest import LLM_ENV
 
 pytestmark = pytest.mark.slow  # loads the local LLM (tens of seconds)
 
-LLM_ENV = [
-    "R2A_LLM_BACKEND",
-    "R2A_LLM_BASE_URL",
-    "R2A_LLM_MODEL",
-    "R2A_LLM_API_KEY",
-    "R2A_LLM_TIMEOUT",
-    "R2A_LLM_MAX_ATTEMPTS",
-    "R2A_LLM_MODEL_PATH",
-    "R2A_LLM_THREADS",
-]
 LONG = [{"role": "user", "content": "Count from 1 to 200, separated by commas."}]
 
 if default_model_path() is None:

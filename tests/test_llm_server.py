@@ -59,18 +59,8 @@ from r2adapter.index.openie_llm import (  # noqa: E402
 from r2adapter.retrieve.base import Hit  # noqa: E402
 from r2adapter.rewrite import Rewriter  # noqa: E402
 from r2adapter.route.baselines import LLMRouter  # noqa: E402
+from tests.conftest import LLM_ENV  # noqa: E402
 
-LLM_ENV = [
-    "R2A_LLM_BACKEND",
-    "R2A_LLM_BASE_URL",
-    "R2A_LLM_MODEL",
-    "R2A_LLM_API_KEY",
-    "R2A_LLM_TIMEOUT",
-    "R2A_LLM_MAX_ATTEMPTS",
-    "R2A_LLM_MODEL_PATH",
-    "R2A_LLM_RUNTIME",
-    "R2A_REWRITE_BACKEND",
-]
 Q = "Where was the director of film Blood Street born?"
 Q2 = "When did Lothair II's mother die?"
 CAPITAL = [{"role": "user", "content": "What is the capital of France? Answer in one sentence."}]
@@ -490,26 +480,25 @@ def test_benchmark_runs_against_the_server(tmp_path: Path) -> None:
 
 
 def test_service_answer_over_the_real_server(
-    mini_indexed: str, pg_env: dict[str, str], tmp_path: Path
+    mini_indexed: str, pg_env: dict[str, str], champion_store: Path, tmp_path: Path
 ) -> None:
     """`r2a serve` (a real `bentoml serve`, started as tests/test_service.py does) with
     R2A_LLM_BASE_URL naming a real llama.cpp server: /answer and /rewrite go over HTTP to it;
     with the LLM server killed, /answer is a one-line 503 with Retry-After, /rewrite falls
     back, /retrieve still answers."""
-    from tests.conftest import serving, train_champion
+    from tests.conftest import served_store, serving
 
     with llm_srv.llm_server(log_path=tmp_path / "llm.log") as llm_server:
         env = {
             **pg_env,
             **llm_server.env(),
             "R2A_LLM_MAX_ATTEMPTS": "2",
-            "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path}/mlflow.db",
+            "MLFLOW_TRACKING_URI": served_store(champion_store, tmp_path / "mlflow"),
             "R2A_SERVE_DATASET": "musmini",
             "R2A_REWRITE_BUDGET_S": "20",
         }
         for name in ("R2A_LLM_MODEL_PATH", "R2A_LLM_RUNTIME", "R2A_REWRITE_BACKEND"):
             env.pop(name, None)
-        train_champion(mini_indexed, env)
         with serving(env, tmp_path / "serve.log") as url:
 
             def post(path: str, body: dict[str, Any]) -> httpx.Response:

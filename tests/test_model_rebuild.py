@@ -9,7 +9,6 @@ own loader (`load_alias`, through the model cache) still reads it."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,7 +23,7 @@ from packaging.requirements import Requirement
 from r2adapter.config import router_params, settings
 from r2adapter.label.annotate import LabelRecord, export_labels
 from r2adapter.registry.models import ROUTER_DISTRIBUTIONS, pip_requirements
-from tests.conftest import ROOT
+from tests.conftest import ROOT, environ
 
 pytestmark = pytest.mark.integration  # a real MLflow store, a trained router
 
@@ -108,22 +107,14 @@ def champion(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
         "R2A_MODEL_CACHE": str(home / "cache"),
         "MLFLOW_TRACKING_URI": f"sqlite:///{home}/mlflow.db",
     }
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    settings.cache_clear()
-    labels = home / "labels.jsonl"
-    export_labels(labels, _labels())
-    report = train_and_register(
-        "musique", router_params("embedding", epochs=3), label_file=labels, progress=False
-    )
-    client().set_registered_model_alias(MODEL, "champion", report.version)
-    yield {"env": {**os.environ, **env}, "version": report.version}
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-    settings.cache_clear()
+    with environ(env) as now:
+        labels = home / "labels.jsonl"
+        export_labels(labels, _labels())
+        report = train_and_register(
+            "musique", router_params("embedding", epochs=3), label_file=labels, progress=False
+        )
+        client().set_registered_model_alias(MODEL, "champion", report.version)
+        yield {"env": now, "version": report.version}
 
 
 def _model_dir(version: str, dest: Path) -> Path:

@@ -20,7 +20,7 @@ import yaml
 from pipelines import retrain, submit
 from r2adapter.errors import R2AError
 from r2adapter.loop import ROUTERS
-from tests.conftest import ROOT, make_mini_musique
+from tests.conftest import ROOT, environ, make_mini_musique
 
 # the YAML and submission checks are unit tests; the local run (Postgres) is integration
 pytestmark = pytest.mark.unit
@@ -768,8 +768,6 @@ def local_run(
     run) has filled the shared entity/fact embedding caches, which keeps that build short."""
     from kfp import local
 
-    from r2adapter.config import settings
-
     dataset = make_mini_musique(tmp_path_factory.mktemp("ds") / "kfpmini")
     home = tmp_path_factory.mktemp("home")
     shutil.copy(ROOT / "params.yaml", home / "params.yaml")
@@ -780,14 +778,11 @@ def local_run(
         "R2A_DATA_DIR": str(ROOT / "data"),
         "MLFLOW_TRACKING_URI": mlflow_uri,
     }
-    saved = {k: os.environ.get(k) for k in [*env, "KUBERNETES_SERVICE_HOST"]}
-    os.environ.update(env)
-    os.environ.pop("KUBERNETES_SERVICE_HOST", None)  # deploy: a local run
-    settings.cache_clear()
-    root = tmp_path_factory.mktemp("kfp")
-    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(root))
-    t0 = time.perf_counter()
-    try:
+    # deploy: a local run
+    with environ(env, unset=("KUBERNETES_SERVICE_HOST",)):
+        root = tmp_path_factory.mktemp("kfp")
+        local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(root))
+        t0 = time.perf_counter()
         retrain.local_pipeline(
             dataset=dataset,
             openie="precomputed",
@@ -801,13 +796,6 @@ def local_run(
         seconds = time.perf_counter() - t0
         print(f"\nlocal pipeline run: {seconds:.0f} s")
         yield {"root": root, "home": home, "mlflow": mlflow_uri, "seconds": seconds}
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        settings.cache_clear()
 
 
 def _task_dirs(root: Path, task: str) -> list[Path]:

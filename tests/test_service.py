@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.conftest import run_cli, serving, train_champion
+from tests.conftest import run_cli, served_store, serving
 
 pytestmark = pytest.mark.integration  # a real `bentoml serve` on the embedded Postgres
 
@@ -20,17 +21,19 @@ QUESTION = "Who is the father of the director of the film?"
 
 @pytest.fixture(scope="module")
 def service(
-    mini_indexed: str, pg_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+    mini_indexed: str,
+    pg_env: dict[str, str],
+    champion_store: Path,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[dict[str, str]]:
     tmp = tmp_path_factory.mktemp("svc")
     env = {
         **pg_env,
-        "MLFLOW_TRACKING_URI": f"sqlite:///{tmp}/mlflow.db",
+        "MLFLOW_TRACKING_URI": served_store(champion_store, tmp / "mlflow"),
         "R2A_SERVE_DATASET": "musmini",
         "R2A_CHAMPION_POLL_S": "1",
         "R2A_REWRITE_BUDGET_S": "3",
     }
-    train_champion(mini_indexed, env)
     log = tmp / "serve.log"
     with serving(env, log) as url:
         yield {"url": url, "env": json.dumps(env), "log": str(log)}

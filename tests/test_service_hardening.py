@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import httpx
 import pytest
@@ -22,7 +23,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from tests.conftest import ROOT, run_cli, serving, train_champion
+from tests.conftest import ROOT, run_cli, served_store, serving
 
 KEY = "test-key-123"
 Q = {"query": "Who is the father of the director of the film?", "mode": "dense", "top_k": 2}
@@ -48,14 +49,17 @@ class SlowChat(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def svc(
-    mini_indexed: str, pg_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+    mini_indexed: str,
+    pg_env: dict[str, str],
+    champion_store: Path,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[dict[str, str]]:
     llm = ThreadingHTTPServer(("127.0.0.1", 0), SlowChat)
     threading.Thread(target=llm.serve_forever, daemon=True).start()
     tmp = tmp_path_factory.mktemp("hard")
     env = {
         **pg_env,
-        "MLFLOW_TRACKING_URI": f"sqlite:///{tmp}/mlflow.db",
+        "MLFLOW_TRACKING_URI": served_store(champion_store, tmp / "mlflow"),
         "R2A_SERVE_DATASET": "musmini",
         "R2A_REWRITE_BUDGET_S": "3",
         "R2A_API_KEY": KEY,
@@ -74,7 +78,6 @@ def svc(
     for args in adr:
         r = run_cli(args, env, timeout=900)
         assert r.returncode == 0, (args, r.stderr[-2000:])
-    train_champion(mini_indexed, env)
     log = tmp / "serve.log"
     with serving(env, log) as url:
         yield {"url": url, "log": str(log)}

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import serving, train_champion
+from tests.conftest import served_store, serving
 
 BODY_S = 3.0  # R2A_BODY_TIMEOUT_S of the served instance
 HEAD_S = 3.0  # R2A_HEADER_TIMEOUT_S
@@ -29,12 +29,15 @@ Q = {"query": "Who is the father of the director of the film?"}
 
 @pytest.fixture(scope="module")
 def svc(
-    mini_indexed: str, pg_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+    mini_indexed: str,
+    pg_env: dict[str, str],
+    champion_store: Path,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[dict[str, t.Any]]:
     tmp = tmp_path_factory.mktemp("hard2")
     env = {
         **pg_env,
-        "MLFLOW_TRACKING_URI": f"sqlite:///{tmp}/mlflow.db",
+        "MLFLOW_TRACKING_URI": served_store(champion_store, tmp / "mlflow"),
         "R2A_SERVE_DATASET": "musmini",
         "R2A_MAX_IN_FLIGHT": "1",
         "R2A_BODY_TIMEOUT_S": str(BODY_S),
@@ -42,7 +45,6 @@ def svc(
         "R2A_LLM_BASE_URL": "http://127.0.0.1:9/v1",  # no LLM: nothing here needs one
         "R2A_LLM_MODEL": "none",
     }
-    train_champion(mini_indexed, env)
     log = tmp / "serve.log"
     with serving(env, log) as url:
         yield {"url": url, "log": str(log), "env": env, "tmp": str(tmp)}

@@ -10,7 +10,6 @@ first step that calls it fails clearly and no alias moves."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ import pytest
 
 from pipelines import local as kfp_local
 from r2adapter.loop import ROUTERS
-from tests.conftest import ROOT, make_mini_musique
+from tests.conftest import ROOT, environ, make_mini_musique
 from tests.containers.mlflow_env import BUCKET, MlflowServer, own_mlflow_server, stored_in_s3
 
 pytestmark = [pytest.mark.containers, pytest.mark.pipeline_docker, pytest.mark.timeout(7200)]
@@ -91,7 +90,6 @@ def runs(
 ) -> Iterator[dict[str, Any]]:
     """The same pipeline on the same data twice: SubprocessRunner (a sqlite registry of its
     own), then DockerRunner (the MLflow server)."""
-    from r2adapter.config import settings
     from r2adapter.registry import server
 
     server.up()  # idempotent: an earlier module may have restarted it
@@ -107,19 +105,8 @@ def runs(
         "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path_factory.mktemp('mlflow-sub')}/mlflow.db",
         **FAST_FAIL,
     }
-    saved = {k: os.environ.get(k) for k in [*sub_env, "KUBERNETES_SERVICE_HOST"]}
-    os.environ.update(sub_env)
-    os.environ.pop("KUBERNETES_SERVICE_HOST", None)
-    settings.cache_clear()
-    try:
+    with environ(sub_env, unset=("KUBERNETES_SERVICE_HOST",)):
         sub = kfp_local.run("subprocess", tmp_path_factory.mktemp("kfp-sub"), args)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        settings.cache_clear()
     print(f"\nSubprocessRunner run: {sub.seconds:.0f} s")
 
     dock_home = _home(tmp_path_factory.mktemp("home-docker"))
