@@ -15,10 +15,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from r2adapter.data.metrics import metric_key
-from r2adapter.registry.pyfunc import RouterPyfunc
+
+if TYPE_CHECKING:  # the pyfuncs load MLflow (and warn) when defined: only where they run
+    from r2adapter.registry.pyfunc import RouterPyfunc
 
 
 @dataclass
