@@ -13,8 +13,8 @@ On the way out every error body becomes `{"error", "field"}` without connection 
 line without a traceback.
 
 Below the ASGI app, `serving/connection.py`: uvicorn's HTTP/1.1 protocol with the edges
-closed. Here too: `bound_metric_labels`, which makes BentoML's own request metrics label a
-request by its route (or `other`) instead of its raw path.
+closed. Beside it: the OpenAPI document's additions (`serving/openapi.py`) and the bound on
+BentoML's own request-metric labels (`serving/metric_labels.py`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import hmac
 import json
 import logging
 import os
-import re
 import typing as t
 
 import bentoml
@@ -35,7 +34,8 @@ from starlette.types import Message, Receive, Scope, Send
 
 from serving.admission import refused
 from serving.errors import document_errors, error_bytes, error_response
-from serving.requests import MAX_BATCH, BadRequest, too_deep, validate_body
+from serving.openapi import SPEC_INFO, document_auth, document_batch_bounds, swagger_page
+from serving.requests import BadRequest, too_deep, validate_body
 from serving.state import probe
 
 log = logging.getLogger("r2a.serving")
@@ -136,7 +136,7 @@ class Hardening:
             await self._docs(scope, receive, send)
             return
         if scope["path"] == "/" and scope["method"] in ("GET", "HEAD"):
-            await _swagger_page()(scope, receive, send)
+            await swagger_page()(scope, receive, send)
             return
         await self.app(scope, receive, _ErrorShaper(send, endpoint))
 
@@ -272,47 +272,6 @@ class Hardening:
         await JSONResponse(spec)(scope, receive, send)
 
 
-SPEC_INFO = {
-    "title": "R²Adapter",
-    "version": "1",
-    "description": "Routing, rewriting, retrieval and answers over HTTP: the endpoints, "
-    "their bodies and the one error shape `{error, field}`.",
-}
-# BentoML's Swagger page (_bentoml_impl/server/main-openapi.html) loads Google Tag Manager
-# from googletagmanager.com; this one loads only the service's own files, and says so
-SWAGGER_PAGE = b"""<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="UTF-8">
-<title>R2Adapter API</title>
-<link rel="stylesheet" type="text/css" href="./static_content/swagger-ui.css">
-<link rel="stylesheet" type="text/css" href="./static_content/index.css">
-</head>
-<body>
-<div id="swagger-ui"></div>
-<script src="./static_content/swagger-ui-bundle.js" charset="UTF-8"></script>
-<script src="./static_content/swagger-ui-standalone-preset.js" charset="UTF-8"></script>
-<script src="./static_content/swagger-initializer.js" charset="UTF-8"></script>
-</body>
-</html>
-"""
-SWAGGER_CSP = (
-    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
-    "img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
-)
-
-
-def _swagger_page() -> t.Any:
-    from starlette.responses import Response
-
-    headers = {
-        "Content-Security-Policy": SWAGGER_CSP,
-        "X-Content-Type-Options": "nosniff",
-        "Referrer-Policy": "no-referrer",
-    }
-    return Response(SWAGGER_PAGE, media_type="text/html; charset=utf-8", headers=headers)
-
-
 def allowed_hosts(setting: str) -> tuple[str, ...]:
     """R2A_ALLOWED_HOSTS: comma-separated host names (`*.example.com` for a domain's
     subdomains); unset or empty, every Host is served."""
@@ -328,25 +287,6 @@ def host_allowed(scope: Scope, hosts: tuple[str, ...]) -> bool:
         if h == "*" or host == h or (h.startswith("*.") and host.endswith(h[1:])):
             return True
     return False
-
-
-def document_batch_bounds(spec: dict[str, t.Any]) -> None:
-    """BentoML batches /route_batch across requests, so its signature cannot carry the
-    per-request bound that the middleware enforces: declare it here."""
-    body = spec.get("paths", {}).get("/route_batch", {}).get("post", {}).get("requestBody", {})
-    schema = body.get("content", {}).get("application/json", {}).get("schema", {})
-    if "queries" in schema.get("properties", {}):
-        schema["properties"]["queries"].update(minItems=1, maxItems=MAX_BATCH)
-
-
-def document_auth(spec: dict[str, t.Any], endpoints: t.Iterable[str]) -> None:
-    """The bearer key, on the endpoints that need it (with the key set at start)."""
-    schemes = spec.setdefault("components", {}).setdefault("securitySchemes", {})
-    schemes["bearer"] = {"type": "http", "scheme": "bearer"}
-    for endpoint in endpoints:
-        for op in spec.get("paths", {}).get(f"/{endpoint}", {}).values():
-            if isinstance(op, dict):
-                op["security"] = [{"bearer": []}]
 
 
 SINGLE = {b"content-type": "Content-Type", b"authorization": "Authorization"}
@@ -452,83 +392,6 @@ class _ErrorShaper:
 
 
 # -- below the ASGI app: the request head, and BentoML's own request metrics -------------------
-
-INFRA_PATHS = ("/", "/docs.json", "/schema.json", "/metrics", *PROBES)
-
-
-def route_label(path: str) -> str:
-    """A request's metric label: its route, or `other` (bounded, and no byte of a client's
-    path reaches the exposition)."""
-    if path in INFRA_PATHS or path.strip("/") in API_PATHS:
-        return path
-    from bentoml._internal.context import server_context
-
-    if path in (server_context.service_routes or ()):  # an endpoint added later (a webhook)
-        return path
-    if path.startswith(("/static_content/", "/assets/")):
-        return "/" + path.split("/", 2)[1]  # the Swagger page's files: one label a folder
-    return "other"
-
-
-def bound_metric_labels() -> None:
-    """BentoML's request metrics (`r2a_request_total`, `_duration_seconds`, `_in_progress`)
-    label each request with `scope["path"]`, so requests to made-up paths grew /metrics
-    without bound (2,000 of them: 175 KB to 8.4 MB). Its middleware is the outermost and is
-    looked up by name when the app is built (`_bentoml_impl/server/app.py`): replace it,
-    before that, with one that sees the route label as the path and hands the real path on."""
-    from bentoml._internal.server.http import instruments
-
-    base = instruments.RunnerTrafficMetricsMiddleware
-    if getattr(base, "r2a_bounded", False):
-        return
-
-    class BoundedTrafficMetrics(base):  # type: ignore[misc,valid-type]
-        r2a_bounded = True
-
-        def __init__(self, app: App, **kw: t.Any) -> None:
-            super().__init__(_RealPath(app), **kw)
-
-        def _setup(self, *args: t.Any, **kwargs: t.Any) -> None:
-            """BentoML's series, and `other`'s for a 404 and a 401 made now: the first
-            request to a made-up path then adds nothing to /metrics (its histogram added
-            ~3.5 KB, the one step left)."""
-            super()._setup(*args, **kwargs)
-            from bentoml._internal.context import server_context as ctx
-
-            names = {
-                "service_name": ctx.bento_name,
-                "service_version": ctx.bento_version,
-                "runner_name": ctx.service_name,
-            }
-            self.metrics_request_in_progress.labels(endpoint="other", **names)
-            for code in (404, 401):
-                labels = {"endpoint": "other", "http_response_code": code, **names}
-                self.metrics_request_total.labels(**labels)
-                self.metrics_request_duration.labels(**labels)
-
-        async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-            if scope["type"] == "http" and scope["path"] != "/metrics":
-                scope = {**scope, "path": route_label(scope["path"]), "r2a.path": scope["path"]}
-            await super().__call__(scope, receive, send)
-
-    instruments.RunnerTrafficMetricsMiddleware = BoundedTrafficMetrics  # type: ignore[misc,assignment]
-
-
-class _RealPath:
-    def __init__(self, app: App) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if "r2a.path" in scope:
-            # control bytes escaped: BentoML's access log writes the path as is, so a `%0A`
-            # in it began a forged log line (no route has one: such a path is a 404 still)
-            path = _CONTROL.sub(lambda m: f"%{ord(m[0]):02X}", scope["r2a.path"])
-            scope = {**scope, "path": path}
-            del scope["r2a.path"]
-        await self.app(scope, receive, send)
-
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 async def read_body(receive: Receive, limit: int) -> bytes | None:

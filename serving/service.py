@@ -39,7 +39,8 @@ from serving.connection import install_http_guards
 from serving.cpus import usable_cpus
 from serving.errors import error_response
 from serving.launch import REQUEST_TIMEOUT_S
-from serving.middleware import Hardening, bound_metric_labels
+from serving.metric_labels import bound_metric_labels
+from serving.middleware import Hardening
 from serving.requests import (
     InfoOut,
     Mode,

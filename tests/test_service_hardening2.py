@@ -355,7 +355,7 @@ def test_parse_query_refuses_a_lone_surrogate() -> None:
 
 @pytest.mark.unit
 def test_route_labels_are_bounded() -> None:
-    from serving.middleware import route_label
+    from serving.metric_labels import route_label
 
     assert route_label("/route") == "/route" and route_label("/metrics") == "/metrics"
     assert route_label("/static_content/index.css") == "/static_content"
