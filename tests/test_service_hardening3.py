@@ -23,7 +23,7 @@ import pytest
 from mlflow import MlflowClient
 
 from serving.errors import scrub
-from tests.conftest import serving, train_champion
+from tests.conftest import served_store, serving
 
 Q = {"query": "Who is the father of the director of the film?"}
 MODEL = "r2a-router"
@@ -31,13 +31,16 @@ MODEL = "r2a-router"
 
 @pytest.fixture(scope="module")
 def svc(
-    mini_indexed: str, pg_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+    mini_indexed: str,
+    pg_env: dict[str, str],
+    champion_store: Path,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[dict[str, t.Any]]:
     tmp = tmp_path_factory.mktemp("hard3")
-    db = tmp / "mlflow.db"
+    db = tmp / "mlflow" / "mlflow.db"
     env = {
         **pg_env,
-        "MLFLOW_TRACKING_URI": f"sqlite:///{db}",
+        "MLFLOW_TRACKING_URI": served_store(champion_store, db.parent),
         "MLFLOW_SQLALCHEMYSTORE_POOLCLASS": "NullPool",  # the store file opened per request
         "R2A_SERVE_DATASET": "musmini",
         "R2A_KWAY": "0",
@@ -47,7 +50,6 @@ def svc(
         "R2A_LLM_BASE_URL": "http://127.0.0.1:9/v1",  # no LLM: nothing here needs one
         "R2A_LLM_MODEL": "none",
     }
-    train_champion(mini_indexed, env)
     log = tmp / "serve.log"
     registry = MlflowClient(env["MLFLOW_TRACKING_URI"], env["MLFLOW_TRACKING_URI"])
     good = str(registry.get_model_version_by_alias(MODEL, "champion").version)
