@@ -35,7 +35,7 @@ from r2adapter.kway.strategies import (
     rrf,
     strategy_table,
 )
-from tests.conftest import run_cli, serving, train_champion
+from tests.conftest import run_cli, served_store, serving
 
 # -- unit: no Postgres, no server ------------------------------------------------------------
 
@@ -287,18 +287,18 @@ def test_mixture_ceiling_and_paired_interval() -> None:
 
 @pytest.fixture(scope="module")
 def kway_env(
-    mini_indexed: str, pg_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+    pg_env: dict[str, str], champion_store: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, str]:
-    """The mini index labelled (two-way and per strategy), a two-way champion, and a k-way
-    router trained, registered and promoted, in a registry of its own."""
+    """The mini index labelled (two-way and per strategy: `champion_store`'s `r2a label`
+    writes the strategy labels too), a two-way champion, and a k-way router trained,
+    registered and promoted, in a copy of the champion's registry."""
     tmp = tmp_path_factory.mktemp("kway")
     env = {
         **pg_env,
-        "MLFLOW_TRACKING_URI": f"sqlite:///{tmp}/mlflow.db",
+        "MLFLOW_TRACKING_URI": served_store(champion_store, tmp / "mlflow"),
         "R2A_SERVE_DATASET": "musmini",
         "R2A_CHAMPION_POLL_S": "1",
     }
-    train_champion(mini_indexed, env)  # r2a label writes the strategy labels too
     report = tmp / "train.json"
     r = run_cli(["train", "--dataset", "musmini", "--router", "kway", "--report", str(report)], env)
     assert r.returncode == 0, r.stderr[-2000:]
