@@ -89,10 +89,10 @@ def pg_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]
         # the shared index explicitly)
         "R2A_SHARE_INDEX": "0",
     }
-    with environ(env, unset=("R2A_DATABASE_URL",)) as now:
+    with environ(env, unset=("R2A_DATABASE_URL",)):
         embedded.up()
         try:
-            yield now
+            yield {**os.environ, **env}  # as it is now the server is up
         finally:
             close_pool()
             embedded.down()

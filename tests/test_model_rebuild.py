@@ -9,6 +9,7 @@ own loader (`load_alias`, through the model cache) still reads it."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -107,14 +108,14 @@ def champion(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
         "R2A_MODEL_CACHE": str(home / "cache"),
         "MLFLOW_TRACKING_URI": f"sqlite:///{home}/mlflow.db",
     }
-    with environ(env) as now:
+    with environ(env):
         labels = home / "labels.jsonl"
         export_labels(labels, _labels())
         report = train_and_register(
             "musique", router_params("embedding", epochs=3), label_file=labels, progress=False
         )
         client().set_registered_model_alias(MODEL, "champion", report.version)
-        yield {"env": now, "version": report.version}
+        yield {"env": {**os.environ, **env}, "version": report.version}
 
 
 def _model_dir(version: str, dest: Path) -> Path:
