@@ -325,9 +325,9 @@ class ServingState:
             dense = make_retriever("dense", self.dataset, self.encoder)
             graph = make_retriever("graph", self.dataset, self.encoder)
             others = {}
-            for mode in STRATEGIES:
-                if mode in ("dense", "graph"):
-                    continue
+            for mode, strategy in STRATEGIES.items():
+                if mode in ("dense", "graph") or strategy.compose is not None:
+                    continue  # a composite (fusion): the adapter composes it from these
                 try:  # a strategy its parameters rule out (not built yet) serves no request
                     others[mode] = make_retriever(mode, self.dataset, self.encoder)
                 except R2AError as e:

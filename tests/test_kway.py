@@ -498,3 +498,17 @@ def test_questions_are_embedded_once_per_process(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(encoder, "get_encoder", lambda: fake("bb"))
     assert features.embed_questions(["who?"]).tolist() == [[4, 119, 2]]
     assert calls[-1] == ["who?"]
+
+
+@pytest.mark.unit
+def test_the_adapter_composes_fusion_from_the_retrievers_it_holds() -> None:
+    """fusion is a composite of the strategy table: the adapter builds it over its own dense
+    and graph retrievers (the service builds no second pair for it)."""
+    from r2adapter.adapter import R2Adapter
+    from r2adapter.retrieve.fusion import FusionRetriever
+
+    dense, graph = object(), object()
+    a = R2Adapter(None, dense, graph, None)  # type: ignore[arg-type]
+    fused = a.retrievers["fusion"]
+    assert isinstance(fused, FusionRetriever)
+    assert fused.dense is dense and fused.graph is graph

@@ -297,13 +297,13 @@ def priced_rows(
         if "mean_prompt_tokens" not in row:
             continue
         args = (row["mean_ms"], row["mean_prompt_tokens"], cp.answer_tokens)
-        row["mean_cost"] = float(cp.priced(profile).price(*args))
         row["costs_by_profile"] = {}
         for n in COST_PROFILES:
             try:
                 row["costs_by_profile"][n] = float(cp.priced(n).price(*args))
             except R2AError:  # a profile without its prices (local before it is measured)
                 continue
+        row["mean_cost"] = float(cp.priced(profile).price(*args))
     return rows
 
 
