@@ -146,7 +146,7 @@ def register_candidate(
     router family registers a model.
 
     The model can be rebuilt from the registry alone: its signature (a string column `query`
-    in, the family's OUTPUT columns out) makes MLflow refuse any other input; an input
+    in, the family's `columns.output` out) makes MLflow refuse any other input; an input
     example; its requirements (pip_requirements()); and the project's own code under
     `code/r2adapter` (MLflow puts it on sys.path before it unpickles the model). Not the
     project as a requirement: `r2adapter` is on no package index, and a pip that looked it
