@@ -25,6 +25,20 @@ R2A = [sys.executable, "-m", "r2adapter.cli"]
 _free_port = free_port  # the helper `r2a demo` uses; tests pick ports the same way
 
 
+class TextColumns:
+    """A router family's columns in the one MLflow model (r2adapter/route/family.py
+    `ModelColumns`) whose router is the text of its artifact's `name.txt`: a model that
+    logs in a second, for tests of where the registry keeps it."""
+
+    output: dict[str, str] = {"router": "string"}
+
+    def load(self, folder: Path) -> str:
+        return (folder / "name.txt").read_text()
+
+    def frame(self, router: str, queries: list[str]) -> dict[str, object]:
+        return {"router": [router] * len(queries)}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that reaches the embedded Postgres (directly or through another fixture) is
     integration, whatever its module says: `make test-fast` (`-m "unit and not integration

@@ -115,6 +115,7 @@ def test_every_caller_takes_the_same_decision() -> None:
     from r2adapter.registry.pyfunc import RouterModel
     from r2adapter.route.family import Champion
     from r2adapter.route.kinds import TRAINED_ROUTERS
+    from r2adapter.twoway.columns import TWO_WAY_COLUMNS
     from r2adapter.twoway.family import TwoWayFamily
 
     router = Hashed()
@@ -136,7 +137,7 @@ def test_every_caller_takes_the_same_decision() -> None:
     assert [r.decision == "graph" for r in runs] == expected.graph.tolist()
     assert not any(r.rewritten for r in (adapter.run(q, mode="graph") for q in QUERIES))
 
-    model = RouterModel()
+    model = RouterModel("r2a", TWO_WAY_COLUMNS)
     model.router = router
     out = model.predict(None, pd.DataFrame({"query": QUERIES}))
     assert (out["decision"] == "graph").tolist() == expected.graph.tolist()

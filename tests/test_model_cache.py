@@ -9,7 +9,6 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import mlflow.pyfunc
 import pytest
@@ -17,23 +16,13 @@ import pytest
 from r2adapter.config import settings
 from r2adapter.registry import cache
 from r2adapter.registry.models import client, load_alias, register_candidate
-from r2adapter.registry.pyfunc import RouterPyfunc
 from r2adapter.registry.tracking import mlflow_setup
+from tests.conftest import TextColumns
 from tests.containers.mlflow_env import MlflowServer, mlflow_server  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.integration
 
 MODEL = "r2a-cache-toy"
-
-
-class ToyModel(RouterPyfunc):
-    """A pyfunc whose `router` is the text of its artifact (and 2 MB of padding)."""
-
-    def load_context(self, context: Any) -> None:
-        self.router = (Path(context.artifacts["router"]) / "name.txt").read_text()
-
-    def predict(self, context: Any, model_input: Any, params: Any = None) -> Any:
-        return model_input
 
 
 def _bytes(folder: Path) -> int:
@@ -60,7 +49,7 @@ def registry(
             (folder / "padding.bin").write_bytes(b"\0" * 2_000_000)
 
         with mlflow.start_run(experiment_id=exp):
-            register_candidate(MODEL, ToyModel(), save, "toyset", {})
+            register_candidate(MODEL, "toy", TextColumns(), save, "toyset", {})
     yield tmp_path / "cache"
     settings.cache_clear()
 

@@ -9,7 +9,6 @@ import shutil
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import mlflow.pyfunc
 import pytest
@@ -17,23 +16,12 @@ import pytest
 from r2adapter.config import settings
 from r2adapter.errors import R2AError
 from r2adapter.registry.models import client, load_alias, register_candidate
-from r2adapter.registry.pyfunc import RouterPyfunc
 from r2adapter.registry.tracking import mlflow_setup
+from tests.conftest import TextColumns
 
 pytestmark = pytest.mark.integration  # a real MLflow store on disk
 
 MODEL = "r2a-relocate-toy"
-
-
-class ToyModel(RouterPyfunc):
-    """A pyfunc whose `router` is the text of its artifact (a router family's model, so it
-    carries the registry's signature)."""
-
-    def load_context(self, context: Any) -> None:
-        self.router = (Path(context.artifacts["router"]) / "name.txt").read_text()
-
-    def predict(self, context: Any, model_input: Any, params: Any = None) -> Any:
-        return model_input
 
 
 def _use(monkeypatch: pytest.MonkeyPatch, checkout: Path, cache: Path) -> None:
@@ -69,7 +57,7 @@ def original(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         (folder / "name.txt").write_text("original")
 
     with mlflow.start_run(experiment_id=exp):
-        version = register_candidate(MODEL, ToyModel(), save, "toyset", {})
+        version = register_candidate(MODEL, "toy", TextColumns(), save, "toyset", {})
     client().set_registered_model_alias(MODEL, "champion", version)
     yield checkout
     settings.cache_clear()

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from r2adapter.adr.columns import ADR_COLUMNS, AdrColumns
 from r2adapter.adr.labels import AdrLabel, adr_label_path, figures, read_adr_labels
 from r2adapter.adr.router import AdrRouter, decide
 from r2adapter.config import AdrParams, adr_params
@@ -63,7 +64,6 @@ def train_and_register_adr(dataset: str, p: AdrParams | None = None) -> Training
     import mlflow
 
     from r2adapter.adr.gamma import fit_with_gamma
-    from r2adapter.adr.pyfunc import AdrModel
 
     t0 = time.perf_counter()
     p = p or adr_params()
@@ -90,7 +90,7 @@ def train_and_register_adr(dataset: str, p: AdrParams | None = None) -> Training
         router = AdrRouter(head, gamma, encoder, dataset)
         return Fitted(
             MODEL,
-            AdrModel(),
+            ADR_COLUMNS,
             router.save,
             test_figures(router, labels, x),
             {"gamma": gamma, "gamma_chosen": how, "trained_on": corpora, "n_train": len(tr)},
@@ -140,6 +140,7 @@ class AdrFamily:
 
     name = "adr"
     model = MODEL
+    columns: AdrColumns = ADR_COLUMNS  # its registered model's (adr/columns.py)
     label_set = "adr"  # labels/<dataset>.adr.jsonl
     train_command = "r2a train --dataset D --router adr"
     passed = "not worse on recall and FCR, not costlier in tokens, ms or passages"

@@ -16,6 +16,7 @@ import numpy as np
 
 from r2adapter.config import KwayParams, kway_params
 from r2adapter.errors import R2AError
+from r2adapter.kway.columns import KWAY_COLUMNS, KwayColumns
 from r2adapter.kway.model import MODEL, load_kway
 from r2adapter.label.corpora import training_corpora
 from r2adapter.registry.promote import gate
@@ -97,7 +98,6 @@ def train_and_register_kway(dataset: str, p: KwayParams | None = None) -> Traini
 
     from r2adapter.kway.cascade import Costs
     from r2adapter.kway.model import fit_kway
-    from r2adapter.kway.pyfunc import KwayModel
 
     t0 = time.perf_counter()
     p = (p or kway_params()).routed()  # the heads cover the strategies it routes among
@@ -125,7 +125,7 @@ def train_and_register_kway(dataset: str, p: KwayParams | None = None) -> Traini
             mlflow.log_metrics({"val_recall": r, "val_mean_ms": ms}, step=step)
         return Fitted(
             MODEL,
-            KwayModel(),
+            KWAY_COLUMNS,
             router.save,
             test_figures(router, d),
             {
@@ -147,6 +147,7 @@ class KwayFamily:
 
     name = "kway"
     model = MODEL
+    columns: KwayColumns = KWAY_COLUMNS  # its registered model's (kway/columns.py)
     label_set = "strategies"  # labels/<dataset>.strategies.jsonl
     train_command = "r2a train --router kway"
     passed = "not worse on recall, not costlier in ms or passages"

@@ -11,8 +11,8 @@ from r2adapter.errors import R2AError
 from r2adapter.registry.tracking import MODEL_NAMES, mlflow_setup
 from r2adapter.route.trained import TrainedRouter
 
-if TYPE_CHECKING:  # mlflow.pyfunc loads in the function that registers, not at import
-    from r2adapter.registry.pyfunc import RouterPyfunc
+if TYPE_CHECKING:
+    from r2adapter.route.family import ModelColumns
 
 GATE_METRICS = ("recall@5", "f1_graph", "recall_graph", "graph_usage")
 # the input example every registered router carries (MLflow also answers it once at log time)
@@ -132,15 +132,21 @@ def pip_requirements() -> list[str]:
 
 
 def register_candidate(
-    model: str, python_model: RouterPyfunc, save: Any, dataset: str, tags: dict[str, float]
+    model: str,
+    family: str,
+    columns: ModelColumns,
+    save: Any,
+    dataset: str,
+    tags: dict[str, float],
 ) -> str:
     """Inside an MLflow run: `save(folder)` writes the router, which is logged as the run's
-    pyfunc model `router` (its artifact `router`), registered under `model` with alias
+    pyfunc model `router` (its artifact `router`; the one pyfunc, registry/pyfunc.py
+    `RouterModel`, over `family`'s `columns`), registered under `model` with alias
     `candidate`, tagged with its dataset and `tags`; returns the version. The one way every
     router family registers a model.
 
     The model can be rebuilt from the registry alone: its signature (a string column `query`
-    in, the family's OUTPUT columns out) makes MLflow refuse any other input; an input
+    in, the family's `columns.output` out) makes MLflow refuse any other input; an input
     example; its requirements (pip_requirements()); and the project's own code under
     `code/r2adapter` (MLflow puts it on sys.path before it unpickles the model). Not the
     project as a requirement: `r2adapter` is on no package index, and a pip that looked it
@@ -154,8 +160,9 @@ def register_candidate(
     import pandas as pd
 
     import r2adapter
-    from r2adapter.registry.pyfunc import QUERY
+    from r2adapter.registry.pyfunc import QUERY, RouterModel
 
+    python_model = RouterModel(family, columns)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "router"
         save(folder)
@@ -165,6 +172,7 @@ def register_candidate(
             artifacts={"router": str(folder)},
             registered_model_name=model,
             signature=python_model.signature(),
+            metadata={"family": family},
             input_example=pd.DataFrame({QUERY: [INPUT_EXAMPLE]}),
             pip_requirements=pip_requirements(),
             code_paths=[str(Path(r2adapter.__file__).parent)],

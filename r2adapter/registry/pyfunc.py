@@ -1,34 +1,41 @@
-"""The routers as MLflow models: what every family's pyfunc shares (its input, a column
-`query` of strings; its signature), and the two-way router's, whose predict returns p_dense,
-p_graph and the decision, with τ* and ε inside the model."""
+"""The one MLflow model of every router family: a column `query` of strings in; the family's
+columns out, which the family names and fills (its `ModelColumns`: r2adapter/route/
+family.py). The model knows its family by name (`family`, also the MLmodel's metadata) and
+holds the family's columns object, pickled with it: the registry sits below the families
+and never imports one; the family hands its columns in when it registers
+(r2adapter/registry/training.py `Fitted`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import mlflow.pyfunc
-import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    from r2adapter.route.family import ModelColumns
 
 QUERY = "query"  # every router model's one input column
 
 
-class RouterPyfunc(mlflow.pyfunc.PythonModel):  # type: ignore[name-defined]
-    """A router family's MLflow model: `OUTPUT` names the columns (and their MLflow types)
-    that its predict returns; the registry writes both into the model's signature, so
+class RouterModel(mlflow.pyfunc.PythonModel):  # type: ignore[name-defined]
+    """A router family's MLflow model: `columns.output` names the columns (and their MLflow
+    types) that predict returns; the registry writes both into the model's signature, so
     MLflow refuses an input without a string column `query` before predict runs."""
 
-    OUTPUT: ClassVar[dict[str, str]] = {}
+    def __init__(self, family: str, columns: ModelColumns) -> None:
+        self.family = family  # the family's name in r2adapter/families.py
+        self.columns = columns
 
-    @classmethod
-    def signature(cls) -> Any:
+    def signature(self) -> Any:
         from mlflow.models import ModelSignature
         from mlflow.types import ColSpec, Schema
 
+        out = self.columns.output
         return ModelSignature(
             inputs=Schema([ColSpec("string", QUERY)]),
-            outputs=Schema([ColSpec(t, n) for n, t in cls.OUTPUT.items()]) if cls.OUTPUT else None,
+            outputs=Schema([ColSpec(t, n) for n, t in out.items()]) if out else None,
         )
 
     @staticmethod
@@ -45,35 +52,9 @@ class RouterPyfunc(mlflow.pyfunc.PythonModel):  # type: ignore[name-defined]
             )
         return queries
 
-
-class RouterModel(RouterPyfunc):
-    OUTPUT: ClassVar[dict[str, str]] = {
-        "p_dense": "double",
-        "p_graph": "double",
-        "decision": "string",
-        "rewrite": "boolean",
-        "tau": "double",
-        "epsilon": "double",
-    }
-
     def load_context(self, context):
-        from r2adapter.retrieve.graph_index import GRAPHS
-        from r2adapter.route.trained import TrainedRouter
-
-        self.router = TrainedRouter.load(Path(context.artifacts["router"]))
-        if self.router.cfg.corpus:  # its features read the corpus it was trained on
-            self.router.bind(self.router.cfg.corpus, GRAPHS)
+        self.router = self.columns.load(Path(context.artifacts["router"]))
 
     # no type hints on predict: MLflow would read them as a (wrong) schema
     def predict(self, context, model_input, params=None):
-        d = self.router.decide(self.queries(model_input))  # R²Adapter eqs. 4 and 7
-        return pd.DataFrame(
-            {
-                "p_dense": np.asarray(d.p_dense, dtype=np.float64),
-                "p_graph": np.asarray(d.p_graph, dtype=np.float64),
-                "decision": np.where(d.graph, "graph", "dense"),
-                "rewrite": np.asarray(d.rewrite, dtype=bool),
-                "tau": float(d.tau),
-                "epsilon": float(d.epsilon),
-            }
-        )
+        return pd.DataFrame(self.columns.frame(self.router, self.queries(model_input)))

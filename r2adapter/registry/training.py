@@ -1,8 +1,8 @@
 """The one train-and-register path every router family goes through: one MLflow run owns
 the training, its parameters, its test figures and the registered `candidate`; a family
-only says how it fits (`Fitted`), and every family's `fit` returns the same typed
-`TrainingReport` (the JSON beside it, reports/train/<name>.json, its headline metrics, the
-τ curve where the family has one).
+only says how it fits (`Fitted`: the router, its figures, its columns in the one MLflow
+model), and every family's `fit` returns the same typed `TrainingReport` (the JSON beside
+it, reports/train/<name>.json, its headline metrics, the τ curve where the family has one).
 
 MLflow's run is the model: Databricks' MLOps Stacks trains and deploys every model through
 one path; here the two-way routers (r2adapter/twoway/register.py), the k-way router
@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from r2adapter.data.metrics import metric_key
 
-if TYPE_CHECKING:  # the pyfuncs load MLflow (and warn) when defined: only where they run
-    from r2adapter.registry.pyfunc import RouterPyfunc
+if TYPE_CHECKING:
+    from r2adapter.route.family import ModelColumns
 
 
 @dataclass
@@ -28,7 +28,7 @@ class Fitted:
     """What a family's fit produced inside the run: the model to register, and its figures."""
 
     model: str  # the MLflow registered model
-    pyfunc: RouterPyfunc  # its MLflow model class
+    columns: ModelColumns  # what its MLflow model loads and answers (registry/pyfunc.py)
     save: Callable[[Path], None]  # writes the trained router into a folder
     test: dict[str, float]  # test-split figures: logged `test_<k>`, in the report
     fields: dict[str, Any]  # the family's own report fields, in the report's order
@@ -113,7 +113,9 @@ def train_and_register(
         fitted = fit(run)
         mlflow.log_metrics({f"test_{metric_key(k)}": v for k, v in fitted.test.items()})
         gate = fitted.test if fitted.gate is None else fitted.gate
-        version = register_candidate(fitted.model, fitted.pyfunc, fitted.save, dataset, gate)
+        version = register_candidate(
+            fitted.model, router, fitted.columns, fitted.save, dataset, gate
+        )
     for k, v in fitted.tags.items():
         client().set_model_version_tag(fitted.model, version, k, v)
     return TrainingReport(

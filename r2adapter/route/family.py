@@ -12,6 +12,9 @@ candidate replaces the champion without a comparison (`replaces`: another operat
 not a rival) and otherwise asks its `gate`.
 
 `route` is the one decision record every family gives for a batch of queries: `Route`.
+Its registered MLflow model is the one pyfunc every family shares (r2adapter/registry/
+pyfunc.py `RouterModel`), handed the family's `columns` when it is logged: how the router
+saved in the model loads, and the columns its predict answers (`ModelColumns`).
 """
 
 from __future__ import annotations
@@ -63,6 +66,23 @@ def query_vectors(
     return get_encoder(encoder).encode(list(queries))
 
 
+class ModelColumns(Protocol):
+    """What a family's registered MLflow model does inside the one pyfunc: load the router
+    saved in its artifact, and answer a batch of queries with the columns of `output`."""
+
+    @property
+    def output(self) -> Mapping[str, str]:
+        """The columns predict returns, in order, each with its MLflow type (the model's
+        signature)."""
+
+    def load(self, folder: Path) -> Any:
+        """The router saved in `folder` (the model's artifact `router`), ready to answer."""
+
+    def frame(self, router: Any, queries: list[str]) -> dict[str, Any]:
+        """`output`'s columns for `queries` (non-empty strings), each a sequence of one
+        value per query or one value for all."""
+
+
 class RouterFamily(Protocol):
     """A family of trained routers, as the registry, the loop and the CLI see it."""
 
@@ -73,6 +93,10 @@ class RouterFamily(Protocol):
     @property
     def model(self) -> str:
         """The MLflow registered model."""
+
+    @property
+    def columns(self) -> ModelColumns:
+        """What its registered model loads and answers (the one pyfunc's part of it)."""
 
     @property
     def train_command(self) -> str:

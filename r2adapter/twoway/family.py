@@ -14,6 +14,7 @@ import numpy as np
 
 from r2adapter.route.family import Encode, Route
 from r2adapter.route.kinds import RouterKind
+from r2adapter.twoway.columns import TWO_WAY_COLUMNS, TwoWayColumns
 
 if TYPE_CHECKING:
     from r2adapter.config import RouterParams
@@ -35,6 +36,7 @@ class TwoWayFamily:
     kind: RouterKind
     rule: Gate | None = None  # None: models.Gate at params.yaml router.max_graph_usage
     label_set: ClassVar[str] = ""  # no label set of its own: the two-way labels (run_label)
+    columns: ClassVar[TwoWayColumns] = TWO_WAY_COLUMNS  # its registered model's (columns.py)
 
     @property
     def name(self) -> str:

@@ -22,6 +22,7 @@ from r2adapter.registry.training import Fitted, TrainingReport
 from r2adapter.registry.training import train_and_register as train_and_register_run
 from r2adapter.route.kinds import router_kind
 from r2adapter.train.fit import TrainResult, train_router
+from r2adapter.twoway.columns import TWO_WAY_COLUMNS
 
 
 def test_metrics(result: TrainResult, records: list[LabelRecord]) -> dict[str, float]:
@@ -42,8 +43,6 @@ def train_and_register(
 
     import mlflow
     from lightning.pytorch.loggers import MLFlowLogger
-
-    from r2adapter.registry.pyfunc import RouterModel
 
     t0 = time.perf_counter()
     path = label_file or label_paths(dataset)[0]
@@ -76,7 +75,7 @@ def train_and_register(
         _log_search(result)
         return Fitted(
             model_name(kind),
-            RouterModel(),
+            TWO_WAY_COLUMNS,
             result.router.save,
             test,
             {"tau": h.best_tau, "best_step": h.best_step, "steps": result.steps},
