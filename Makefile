@@ -43,12 +43,15 @@ data: install
 # from the DVC remote (`--pull`) when dvc.lock matches the code and parameters, and run
 # when it does not (issue 42).
 LOCAL_STAGES := train promote evaluate
+# the loop's stages (r2adapter/loop.py STEPS): dvc.yaml's `sweep` stages (the quality sweeps,
+# hours on two cores) are left to `dvc repro sweep@NAME` / `r2a evaluate sweep --name NAME`
+LOOP_STAGES := validate index label corpora train promote evaluate
 run: data
 	$(VENV)/bin/r2a run
 	$(VENV)/bin/r2a state || ( $(VENV)/bin/dvc repro --force --single-item index \
 	  && $(VENV)/bin/dvc repro --pull label corpora \
 	  && $(VENV)/bin/dvc repro --force --single-item $(LOCAL_STAGES) )
-	$(VENV)/bin/dvc repro
+	$(VENV)/bin/dvc repro $(LOOP_STAGES)
 	$(VENV)/bin/dvc metrics show
 	$(VENV)/bin/r2a demo
 

@@ -453,6 +453,25 @@ def _evaluate_answers(args: argparse.Namespace) -> int:
     return 0
 
 
+def _evaluate_sweep(args: argparse.Namespace) -> int:
+    """`r2a evaluate sweep --name NAME`: one quality sweep of params.yaml `sweeps:`, saved to
+    its result file (r2adapter/evaluate/sweeps.py)."""
+    from r2adapter.config import settings
+    from r2adapter.evaluate.sweeps import run_sweep
+    from r2adapter.steps import champion_router
+
+    # the quality kind runs this command, from this checkout, in a subprocess per step
+    run = run_sweep(args.name, [sys.executable, "-m", "r2adapter.cli"], champion_router)
+    if _emit(args, run.result):
+        return 0
+    for line in run.lines:
+        print(line)
+    root = settings().root
+    saved = [p.relative_to(root) if p.is_relative_to(root) else p for p in run.saved]
+    print(f"  saved: {', '.join(str(p) for p in saved)}")
+    return 0
+
+
 def _evaluate_report(args: argparse.Namespace) -> int:
     """`r2a evaluate report`: the tables and plots of reports/eval/*.json as one page."""
     from pathlib import Path
@@ -933,6 +952,15 @@ def build_parser() -> argparse.ArgumentParser:
     ea.add_argument("--workers", type=int, default=1, help="answers in flight (a server)")
     ea.add_argument("--json", action="store_true")
     ea.set_defaults(func=_evaluate_answers)
+
+    esw = esub.add_parser(
+        "sweep",
+        help="a quality sweep of params.yaml sweeps: (retrieval per dataset × OpenIE backend, "
+        "routers on held-out corpora), saved to its result file under benchmarks/results/",
+    )
+    esw.add_argument("--name", required=True, help="a sweep named in params.yaml sweeps:")
+    esw.add_argument("--json", action="store_true", help="the result file's object on stdout")
+    esw.set_defaults(func=_evaluate_sweep)
 
     ep = esub.add_parser(
         "report",

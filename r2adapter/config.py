@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
@@ -758,6 +758,67 @@ class RewriteParams:
         )
 
 
+SWEEP_KINDS = ("quality", "routing")  # r2adapter/evaluate/sweeps.py runs each
+SWEEP_DBS = ("scratch", "env")
+# the keys each kind reads (beside kind and out); another kind's key is a one-line error
+SWEEP_KEYS = {
+    "quality": ("datasets", "openie", "quick", "llm_max_passages", "db", "merge", "timeout_s"),
+    "routing": ("datasets", "split", "heldout", "rule", "llm_queries", "latency_queries", "mlflow"),
+}
+
+
+@dataclass(frozen=True)
+class SweepParams:
+    """One named quality sweep (params.yaml `sweeps.<name>:`), run by `r2a evaluate sweep
+    --name NAME` (DVC: `sweep@NAME`) into its result file `out`.
+
+    quality: dense and graph retrieval per dataset × OpenIE backend, each pair built by
+    `r2a index` into its own scratch Postgres and read by `r2a evaluate retrieval`.
+    routing: every router side by side on the training corpus's `split` and on each
+    `heldout` dataset (all its labelled queries), the τ curves, routing latency."""
+
+    kind: str = ""
+    out: str = ""  # the JSON result file, relative to the project root
+    # quality: shipped dataset names or dataset folders (empty: every shipped one);
+    # routing: the training corpus, one name (empty: pipeline.dataset)
+    datasets: tuple[str, ...] = ()
+    openie: tuple[str, ...] = ()  # quality: the OpenIE backends (empty: every one)
+    quick: bool = False  # quality: only the datasets of at most 50 passages (the sample)
+    llm_max_passages: int = 10  # quality: the llm backend on datasets this small only
+    db: str = "scratch"  # quality: a scratch Postgres per pair, or the environment's (env)
+    merge: bool = False  # quality: keep the rows of `out` this run does not run
+    timeout_s: float = 7200.0  # quality: seconds per `r2a` command
+    split: str = "test"  # routing: the training corpus's split
+    heldout: tuple[str, ...] = ()  # routing: datasets the routers never saw
+    rule: str = ""  # routing: the label rule (empty: label.rule)
+    llm_queries: int = 20  # routing: the local LLM-router's queries per set (0: none)
+    latency_queries: int = 200  # routing: queries timed one at a time
+    mlflow: bool = True  # routing: log the figures and the plot to MLflow
+
+    def check(self) -> None:
+        _need(
+            self.kind in SWEEP_KINDS,
+            f"kind must be one of {', '.join(SWEEP_KINDS)}, not {self.kind!r}",
+        )
+        _need(self.out.endswith(".json"), f"out must name a .json file, not {self.out!r}")
+        _need(self.db in SWEEP_DBS, f"db must be one of {', '.join(SWEEP_DBS)}, not {self.db!r}")
+        _need(
+            self.kind != "routing" or len(self.datasets) <= 1,
+            f"a routing sweep trains on one corpus, not {list(self.datasets)}",
+        )
+        _need(
+            self.split in ("train", "val", "test", "all"),
+            f"split must be train, val, test or all, not {self.split!r}",
+        )
+        _need(
+            not self.rule or self.rule in LABEL_RULES,
+            f"rule must be one of {', '.join(LABEL_RULES)}, not {self.rule!r}",
+        )
+        for name in ("llm_max_passages", "llm_queries", "latency_queries"):
+            _need(getattr(self, name) >= 0, f"{name} must be ≥ 0, not {getattr(self, name)}")
+        _need(self.timeout_s > 0, f"timeout_s must be > 0, not {self.timeout_s}")
+
+
 # ---- the one loader of params.yaml ---------------------------------------------------------
 
 # params.yaml's sections and the dataclass each is read into; `router_<backbone>:` sections
@@ -882,6 +943,7 @@ _P = TypeVar(
     AdrParams,
     RewriteParams,
     CostParams,
+    SweepParams,
 )
 
 
@@ -918,10 +980,10 @@ def _parse_params(path: Path, raw: bytes) -> dict[str, Any]:
     for name, body in data.items():
         if name == "datasets":
             continue
-        if name not in SECTIONS and not str(name).startswith("router_"):
+        if name not in SECTIONS and name != "sweeps" and not str(name).startswith("router_"):
             raise R2AError(
                 f"params.yaml: unknown section '{name}': known are datasets, "
-                f"{', '.join(SECTIONS)} and router_<backbone>"
+                f"{', '.join(SECTIONS)}, sweeps and router_<backbone>"
             )
         if body is not None and not isinstance(body, dict):
             raise R2AError(f"params.yaml: section '{name}' must be a mapping of keys to values")
@@ -992,6 +1054,7 @@ class Params:
     adr: AdrParams
     rewrite: RewriteParams = RewriteParams()
     cost: CostParams = CostParams()
+    sweeps: dict[str, SweepParams] = field(default_factory=dict)
 
 
 def load_params() -> Params:
@@ -1012,6 +1075,7 @@ def load_params() -> Params:
         adr_params(_data=data),
         rewrite_params(_data=data),
         cost_params(_data=data),
+        {name: sweep_params(name, _data=data) for name in sweep_names(_data=data)},
     )
 
 
@@ -1077,3 +1141,40 @@ def rewrite_params(_data: dict[str, Any] | None = None, **overrides: object) -> 
     """RewriteParams from params.yaml's `rewrite:` section, then explicit overrides."""
     data = _params_yaml() if _data is None else _data
     return _section(RewriteParams, data, ("rewrite",), overrides)
+
+
+def sweep_names(_data: dict[str, Any] | None = None) -> list[str]:
+    """The named sweeps of params.yaml `sweeps:`, in its order."""
+    data = _params_yaml() if _data is None else _data
+    return [str(name) for name in data.get("sweeps") or {}]
+
+
+def sweep_params(name: str, _data: dict[str, Any] | None = None) -> SweepParams:
+    """params.yaml `sweeps.<name>:`; an unknown name is one line listing the known ones, a
+    key of another kind's or a value out of range one line naming it."""
+    data = _params_yaml() if _data is None else _data
+    known = sweep_names(_data=data)
+    if name not in known:
+        raise R2AError(
+            f"unknown sweep {name!r}: params.yaml sweeps: has {', '.join(known) or 'none'}"
+        )
+    where = f"sweeps.{name}"
+    body = data["sweeps"][name] or {}
+    if not isinstance(body, dict):
+        raise R2AError(f"params.yaml: {where} must be a mapping of keys to values")
+    kind = body.get("kind")
+    if kind in SWEEP_KEYS:
+        own = ("kind", "out", *SWEEP_KEYS[kind])
+        stray = [k for k in body if k not in own and k in {f.name for f in fields(SweepParams)}]
+        if stray:
+            raise R2AError(
+                f"params.yaml: {where}: {', '.join(stray)} not read by a {kind} sweep "
+                f"(its keys: {', '.join(own)})"
+            )
+    try:
+        return _section(SweepParams, {where: body}, (where,), {})
+    except R2AError as e:  # check()'s messages name the key alone
+        msg = str(e)
+        raise R2AError(
+            msg if msg.startswith("params.yaml") else f"params.yaml: {where}.{msg}"
+        ) from None

@@ -384,7 +384,7 @@ runtime=runtime:s | start-up s=startup_s:2 | decode probe tok/s=probe/tokens_per
 benchmarks/results/reliability.json @ targets
 goal=@ | met=:s
 
-3 Routers side by side (`benchmarks.quality.bench_routing`)
+3 Routers side by side (`r2a evaluate sweep --name routing`)
 benchmarks/results/routing.json @ sets/2wikimultihopqa:test/routers
 router=@ | hybrid R@5=recall@5:3 | graph usage=graph_usage:3 | graph F1=f1_graph:3
 | routing p50 ms=latency_ms_p50:2
@@ -640,7 +640,7 @@ def render(root: Path = ROOT) -> str:
         if spec[1].startswith("Training"):
             router_params(page)
     kway_cv5(page)
-    page.h(2, "Benchmarks (`benchmarks/perf/`, `benchmarks/quality/`)")
+    page.h(2, "Benchmarks (`benchmarks/perf/`, the sweeps of `params.yaml` `sweeps:`)")
     for spec in specs():
         if spec[2].startswith("benchmarks/") and "margin rule" not in spec[1]:
             spec_section(page, *spec)

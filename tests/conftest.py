@@ -138,6 +138,16 @@ def serving(env: dict[str, str], log: Path, timeout: float = 180) -> Iterator[st
         raise AssertionError(f"{e}: {log.read_text()[-3000:]}") from None
 
 
+def sample_copy(folder: Path) -> Path:
+    """data/sample as a dataset named after `folder` (files renamed to match), so that a
+    test's index of it leaves the suite's own `sample` index alone."""
+    src = ROOT / "data" / "sample"
+    folder.mkdir(parents=True)
+    for f in src.glob("sample*.json"):
+        shutil.copy(f, folder / f.name.replace("sample", folder.name, 1))
+    return folder
+
+
 N_QUERIES = 60
 
 

@@ -1,7 +1,7 @@
 """Benchmarks in their quick form: every module under benchmarks/perf/ answers --help with the
 options they share; no database, a small synthetic graph, seconds; run as modules
 (`python -m benchmarks.perf.bench_ppr`; no test imports a benchmark). And the τ-sweep curve
-the routing benchmark plots, from the library (r2adapter/evaluate/routing_targets.py)."""
+the routing sweep plots, from the library (r2adapter/evaluate/routing_targets.py)."""
 
 from __future__ import annotations
 
@@ -135,7 +135,6 @@ def test_benches_exit_1_with_one_line_when_db_down() -> None:
         "perf.bench_ppr": [],
         "perf.bench_dense": [],
         "perf.bench_load": ["--dataset", "musique"],
-        "quality.bench_routing": [],
     }
     procs = {  # all at once: each waits out the pool's connect timeout
         module: subprocess.Popen(

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -77,12 +75,12 @@ def test_label_train_register_promote(mini: dict[str, str]) -> None:
     assert all("recall@5" in m["gate"] for m in models if m["router"] in ("r2a", "r2a_embed"))
 
 
-def test_bench_routing_takes_the_reports_figures(mini: dict[str, str], tmp_path: Path) -> None:
-    """The routing targets' set (r2adapter/evaluate/routing_targets.py, what
-    benchmarks/quality/bench_routing.py reports) has `r2a evaluate routing`'s figures as they are
-    (both champions, the label-free calibration) and adds the τ-sweep curves and checks; the
-    script, run as a script (no test imports a benchmark), reports those figures with its
-    timing repeats, their checks and the plot."""
+def test_routing_sweep_takes_the_reports_figures(mini: dict[str, str], tmp_path: Path) -> None:
+    """The routing targets' set (r2adapter/evaluate/routing_targets.py, what the routing
+    sweep reports) has `r2a evaluate routing`'s figures as they are (both champions, the
+    label-free calibration) and adds the τ-sweep curves and checks; a routing sweep written
+    by the test, run by `r2a evaluate sweep`, reports those figures with its timing repeats,
+    their checks and the plot."""
     from r2adapter.config import label_params
     from r2adapter.evaluate.routing_report import routing_report
     from r2adapter.evaluate.routing_targets import evaluate_set
@@ -116,22 +114,19 @@ def test_bench_routing_takes_the_reports_figures(mini: dict[str, str], tmp_path:
     for c in bench["checks"].values():
         assert c["best_single_recall@5"] == max(dense, graph)
 
-    # the script: the same figures, timing repeats one query at a time, their checks, the plot
-    env = {**json.loads(mini["env"]), "TQDM_DISABLE": "1"}
+    # the sweep: the same figures, timing repeats one query at a time, their checks, the plot
     out = tmp_path / "routing.json"
-    args = ["--dataset", "musmini", "--split", "all", "--no-heldout", "--latency-queries", "4"]
-    args += ["--llm-queries", "0", "--no-mlflow", "--out", str(out)]
-    r = subprocess.run(
-        [sys.executable, "-m", "benchmarks.quality.bench_routing", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    sweep = {"kind": "routing", "datasets": ["musmini"], "split": "all", "latency_queries": 4}
+    sweep |= {"llm_queries": 0, "mlflow": False, "out": str(out)}
+    home = tmp_path / "home"  # the session's home stays as it is: a params.yaml of its own
+    home.mkdir()
+    (home / "params.yaml").write_text(json.dumps({"sweeps": {"mini": sweep}}))
+    env = {**json.loads(mini["env"]), "TQDM_DISABLE": "1", "R2A_HOME": str(home)}
+    r = run_cli(["evaluate", "sweep", "--name", "mini"], env, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     saved = json.loads(out.read_text())
+    committed = json.loads((ROOT / "benchmarks" / "results" / "routing.json").read_text())
+    assert list(saved) == [k for k in committed if k != "mlflow_run_id"]  # what the page reads
     assert set(saved["sets"]) == {"musmini:all"}
     ran = saved["sets"]["musmini:all"]
     for name, m in report["routers"].items():  # type: ignore[union-attr]

@@ -1,88 +1,26 @@
-"""Shared helpers for the benchmark scripts: timing summaries, machine info, the command
-line every script has (--quick, --out, the champion's dataset), the results file (its
-header, the load average at the end, JSON output), and the database check (one clear line
-and exit 1 when Postgres is unreachable)."""
+"""Shared helpers for the benchmark scripts: the command line every script has (--quick,
+--out, the champion's dataset), the results file (its header and the load average at the
+end, from r2adapter/evaluate/results_file.py, which also holds the timing summaries), and
+the database check (one clear line and exit 1 when Postgres is unreachable)."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
-import platform
 import sys
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from r2adapter.config import DEFAULT_DATASET
+from r2adapter.evaluate.results_file import loadavg, machine_info, save_json, timestamp
 from r2adapter.route.kinds import TRAINED_ROUTERS
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
+R2A = [sys.executable, "-m", "r2adapter.cli"]  # `r2a` in a subprocess, as this checkout's
 FALLBACK_DATASET = DEFAULT_DATASET  # what the service serves when nothing says otherwise
 ROUTERS = tuple(TRAINED_ROUTERS)
-
-
-def pct(values: Sequence[float], q: float) -> float:
-    return float(np.percentile(np.asarray(values, dtype=np.float64), q)) if len(values) else 0.0
-
-
-def summary_ms(values_ms: Sequence[float]) -> dict[str, float]:
-    """p50/p95/mean/min of a latency sample, in milliseconds."""
-    v = np.asarray(values_ms, dtype=np.float64)
-    if v.size == 0:
-        return {"n": 0}
-    return {
-        "n": int(v.size),
-        "p50_ms": pct(v, 50),
-        "p95_ms": pct(v, 95),
-        "mean_ms": float(v.mean()),
-        "min_ms": float(v.min()),
-    }
-
-
-def machine_info() -> dict[str, Any]:
-    import scipy
-
-    info: dict[str, Any] = {
-        "cpu_count": os.cpu_count(),
-        "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "cpu_model": _cpu_model(),
-        "platform": platform.platform(),
-        "python": sys.version.split()[0],
-        "numpy": np.__version__,
-        "scipy": scipy.__version__,
-        # other work on the machine skews absolute figures; ratios are taken in the same run
-        "loadavg_1_5_15m_at_start": loadavg(),
-    }
-    try:
-        import igraph
-
-        info["igraph"] = igraph.__version__
-    except ImportError:
-        pass
-    return info
-
-
-def _cpu_model() -> str | None:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or None
-
-
-def timestamp() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def loadavg() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
 
 
 def met(ok: bool) -> str:
@@ -159,14 +97,6 @@ def finish(result: dict[str, Any], out: Path) -> Path:
     print(f"load average (1, 5, 15 min) at the end: {result['machine']['loadavg_1_5_15m_at_end']}")
     path = save_json(out, result)
     print(f"saved {path}")
-    return path
-
-
-def save_json(path: Path, payload: dict[str, Any]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n")
-    tmp.replace(path)
     return path
 
 

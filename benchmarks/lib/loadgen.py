@@ -34,9 +34,10 @@ import httpx
 import numpy as np
 from tqdm import tqdm
 
-from benchmarks.lib.common import die, loadavg, pct
+from benchmarks.lib.common import die
 from r2adapter.demo import start
 from r2adapter.errors import R2AError
+from r2adapter.evaluate.results_file import loadavg, pct
 from r2adapter.processes import free_port, stop, wait_ready
 
 # -- the service as a child process ---------------------------------------------------------

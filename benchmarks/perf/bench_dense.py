@@ -33,8 +33,8 @@ from benchmarks.lib.common import (
     met,
     new_result,
     require_db,
-    summary_ms,
 )
+from r2adapter.evaluate.results_file import summary_ms
 
 DEFAULT_DATASETS = ("musique", "2wikimultihopqa")
 TARGET_P50_MS = 10.0  # dense top-5, excluding query encoding

@@ -1,6 +1,6 @@
 """Indexing throughput per stage, and the caches, for a dataset and an OpenIE backend.
 
-Per dataset, into a scratch Postgres (benchmarks/lib/scratch_db.py), `r2a index --dataset D
+Per dataset, into a scratch Postgres (r2adapter/evaluate/scratch_db.py), `r2a index --dataset D
 --openie B --report F` is run as a user runs it (a fresh process each time, so the wall
 time includes Python start-up, imports and the encoder load), with the project's
 params.yaml (copied into the scratch R2A_HOME: ADR's hypergraph is built, as in `make run`;
@@ -43,8 +43,9 @@ from typing import Any
 
 from tqdm import tqdm
 
-from benchmarks.lib.common import RESULTS, die, machine_info, save_json, timestamp
-from benchmarks.lib.scratch_db import (
+from benchmarks.lib.common import R2A, RESULTS, die
+from r2adapter.evaluate.results_file import machine_info, save_json, timestamp
+from r2adapter.evaluate.scratch_db import (
     BenchError,
     Database,
     add_db_args,
@@ -127,6 +128,7 @@ def index_once(db: Database, dataset: str, backend: str, timeout: float) -> dict
     with tempfile.TemporaryDirectory(prefix="r2a-bench-report-") as tmp:
         path = Path(tmp) / "index.json"
         run = run_r2a(
+            R2A,
             ["index", "--dataset", dataset, "--openie", backend, "--report", str(path)],
             db.env,
             timeout,
@@ -185,7 +187,7 @@ def bench_dataset(
         "loadavg_1_5_15m_at_start": [round(x, 2) for x in os.getloadavg()],
     }
     with database(
-        db_mode, scratch_root, f"{name}-{backend}-index", keep, project_params=True
+        R2A, db_mode, scratch_root, f"{name}-{backend}-index", keep, project_params=True
     ) as db:
         out["database"] = db.where
         out["cold"] = index_once(db, dataset, backend, timeout)

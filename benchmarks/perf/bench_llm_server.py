@@ -51,7 +51,8 @@ import httpx
 
 os.environ.setdefault("TQDM_DISABLE", "1")  # before tqdm is imported: transformers' GGUF bar
 
-from benchmarks.lib.common import arg_parser, die, finish, loadavg, new_result, pct
+from benchmarks.lib.common import arg_parser, die, finish, new_result
+from r2adapter.evaluate.results_file import loadavg, pct
 from r2adapter.llm.base import LLM, LLMError, Message
 from r2adapter.llm.local import LocalLLM
 from r2adapter.llm.openai_compat import OpenAICompatibleLLM

@@ -46,10 +46,8 @@ from benchmarks.lib.common import (
     champion_dataset,
     die,
     finish,
-    loadavg,
     met,
     new_result,
-    pct,
     require_db,
 )
 from benchmarks.lib.loadgen import (
@@ -63,6 +61,7 @@ from benchmarks.lib.loadgen import (
     run_load,
     timed_phase,
 )
+from r2adapter.evaluate.results_file import loadavg, pct
 
 ROOT = Path(__file__).resolve().parents[2]
 HOTPOT = ROOT / "data" / "hotpotqa" / "hotpotqa_dev_questions_7405.json"

@@ -40,16 +40,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tqdm import tqdm
 
-from benchmarks.lib.common import (
-    RESULTS,
-    indexed_datasets,
-    machine_info,
-    require_db,
-    save_json,
-    summary_ms,
-    timestamp,
-)
+from benchmarks.lib.common import RESULTS, indexed_datasets, require_db
 from r2adapter.config import GraphParams
+from r2adapter.evaluate.results_file import machine_info, save_json, summary_ms, timestamp
 from r2adapter.retrieve.ppr import Transition, personalized_pagerank, ppr_solve
 
 if TYPE_CHECKING:  # imported in main(), after OMP_NUM_THREADS is set for its libgomp

@@ -60,7 +60,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 from tqdm import tqdm
 
-from benchmarks.lib.common import arg_parser, finish, new_result, summary_ms
+from benchmarks.lib.common import R2A, arg_parser, finish, new_result
 from benchmarks.lib.synthetic_graph import (
     TWO_WIKI,
     GraphShape,
@@ -69,6 +69,7 @@ from benchmarks.lib.synthetic_graph import (
     synthetic_index,
 )
 from r2adapter.config import GraphParams, graph_params
+from r2adapter.evaluate.results_file import summary_ms
 from r2adapter.index.encoder import Encoder
 from r2adapter.retrieve.graph import GraphRetriever, run_ppr, seed_graph
 from r2adapter.retrieve.graph_index import GraphCache, GraphIndex
@@ -418,9 +419,9 @@ def main(argv: list[str] | None = None) -> int:
         gc.collect()
     hnsw_sizes = [n for n in sizes if n <= args.hnsw_max]
     if hnsw_sizes:
-        from benchmarks.lib.scratch_db import database
+        from r2adapter.evaluate.scratch_db import database
 
-        with database(args.db, None, "scale") as db:
+        with database(R2A, args.db, None, "scale") as db:
             for n in hnsw_sizes:
                 result["sizes"][str(n)].update(bench_hnsw(db.url, n, 384, 50))
     keys = CURVES

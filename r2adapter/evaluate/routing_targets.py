@@ -1,6 +1,6 @@
 """Issue 4's routing targets on one labelled split: `routing_report`'s figures (the same
-routers, the same label-free calibration), and what the routing benchmark
-(benchmarks/bench_routing.py) adds to them: the hybrid Recall@5 vs graph-usage curve of each
+routers, the same label-free calibration), and what the routing sweep
+(r2adapter/evaluate/routing_sweep.py) adds to them: the hybrid Recall@5 vs graph-usage curve of each
 champion over τ, the targets' checks (hybrid at least the best single retriever, graph usage
 at most half, F1 above the NER-router's, PGR, routing latency) and the curves' plot.
 

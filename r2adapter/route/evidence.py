@@ -12,7 +12,8 @@ It is read from the exact dense scores over all passages that graph retrieval co
 its passage seeds anyway (HippoRAG 2), so it costs one matrix-vector product and a few
 string lookups. Corpora without titles give 0 everywhere and the routers fall back to the
 query alone. On 2Wiki it lifts a logistic probe's ROC AUC over the query embedding from
-.77 to .82 (benchmarks/bench_routing.py measures the routers trained with it).
+.77 to .82 (the routing sweep, `r2a evaluate sweep --name routing`, measures the routers
+trained with it).
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
-"""Helpers for the benchmarks that build indexes (bench_quality, bench_index): a database to
-build into, and `r2a` run as a subprocess against it.
+"""A database to build indexes into, and `r2a` run as a subprocess against it: for the
+quality sweep (r2adapter/evaluate/quality_rows.py) and the benchmarks that build indexes
+(benchmarks/perf/bench_index.py, bench_scale.py). The caller hands in the `r2a` command line
+(`r2a`: the door's own, e.g. `python -m` the command's module), which no floor below the
+doors names.
 
 Why a scratch Postgres per (dataset, OpenIE backend): one database holds any number of
 index versions of a dataset (`index_versions.openie` records the backend), but retrieval
@@ -9,11 +12,11 @@ So two backends' indexes of one dataset cannot be served side by side from one d
 built one after the other, the second replaces the first. A scratch database per pair
 also makes every build start cold, so the timings do not depend on the order of the runs.
 
-`--db scratch` (the default): a fresh embedded Postgres (R2A_PGDATA under a temporary
+`db: scratch` (`--db scratch`, the default): a fresh embedded Postgres (R2A_PGDATA under a temporary
 folder, a free port other than the developer's 54329, R2A_HOME and MLflow in the same
 folder), started with `r2a db up`, stopped with `r2a db down` and deleted afterwards
 (unless `--keep`).
-`--db env`: the database the environment points at (R2A_PGDATA/R2A_PG_PORT or
+`db: env` (`--db env`): the database the environment points at (R2A_PGDATA/R2A_PG_PORT or
 R2A_DATABASE_URL, e.g. the test suite's); runs for one dataset then go one after another
 (build, then evaluate, then the next backend). The project's own default database
 (`.pgdata` on 54329) is refused: a build there would change the index the service reads.
@@ -31,7 +34,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +42,6 @@ from typing import IO, Any
 
 ROOT = Path(__file__).resolve().parents[2]
 LIVE_PORT = 54329  # the developer's database: never written by a benchmark
-R2A = [sys.executable, "-m", "r2adapter.cli"]
 
 
 class BenchError(Exception):
@@ -84,12 +86,13 @@ def data_dir() -> Path:
     return settings().data_dir
 
 
-def run_r2a(args: list[str], env: dict[str, str], timeout: float) -> R2ARun:
-    """`r2a ARGS` in a subprocess; stderr (progress bars, notes) is passed through to ours
-    and its tail kept; BenchError with the last line on a non-zero exit."""
+def run_r2a(r2a: Sequence[str], args: list[str], env: dict[str, str], timeout: float) -> R2ARun:
+    """`r2a ARGS` in a subprocess (`r2a`: the command line that runs `r2a`); stderr (progress
+    bars, notes) is passed through to ours and its tail kept; BenchError with the last line on
+    a non-zero exit."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        [*R2A, *args], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [*r2a, *args], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     tail = bytearray()
 
@@ -161,7 +164,12 @@ def redacted(url: str) -> str:
 
 @contextmanager
 def database(
-    mode: str, root: Path | None, name: str, keep: bool = False, project_params: bool = False
+    r2a: Sequence[str],
+    mode: str,
+    root: Path | None,
+    name: str,
+    keep: bool = False,
+    project_params: bool = False,
 ) -> Iterator[Database]:
     """The database one run builds into: a scratch embedded Postgres (started here, stopped
     and deleted on exit unless `keep`) or, with mode "env", the environment's.
@@ -190,15 +198,15 @@ def database(
     where = f"scratch {base / 'pgdata'} port {port}"
     started = False
     try:
-        run_r2a(["db", "up"], env, timeout=180)
+        run_r2a(r2a, ["db", "up"], env, timeout=180)
         started = True
         # the URL carries the generated password (SCRAM), so ask `r2a db url` for it
-        url = run_r2a(["db", "url"], env, timeout=60).stdout.strip()
+        url = run_r2a(r2a, ["db", "url"], env, timeout=60).stdout.strip()
         yield Database(env, url, where, scratch=True)
     finally:
         if started or (base / "pgdata" / "postmaster.pid").exists():
             try:
-                run_r2a(["db", "down"], env, timeout=120)
+                run_r2a(r2a, ["db", "down"], env, timeout=120)
             except BenchError as e:
                 print(f"warning: scratch database not stopped: {e}", file=sys.stderr)
         if keep:
