@@ -140,8 +140,9 @@ def test_dvc_runs_it_from_one_families_row(toy: ToyFamily, tmp_path: Path) -> No
          *(f"        d{i}: r2adapter/toy" for i in range(1, 10)),
          "        p1: toy", "        p2: toy", "        gate1: toy", "        gate2: toy", ""]
     )  # fmt: skip
-    marker = "\nstages:\n"
-    text = text.replace(marker, "\n" + row + marker, 1)
+    end = "        gate2: adr.gamma\n"  # the table's last row ends here (before the sweeps)
+    assert text.count(end) == 1
+    text = text.replace(end, end + row, 1)
     repo = tmp_path / "repo"
     repo.mkdir()
     (repo / "dvc.yaml").write_text(text)
