@@ -1,5 +1,5 @@
 """One small headline metric per DVC stage (r2adapter/evaluate/headline.py): every stage of
-dvc.yaml, resolved by DVC itself (foreach expanded), declares one small metrics file that
+dvc.yaml's loop, resolved by DVC itself (foreach expanded), declares one small metrics file that
 the checkout holds and that the stage's own command writes from the committed reports; the
 full reports are uncached outputs, so `dvc metrics show` is a table a person can read."""
 
@@ -26,7 +26,9 @@ def stages() -> list[Any]:
     from dvc.repo import Repo
 
     with Repo(str(ROOT)) as repo:
-        return [st for st in repo.index.stages if st.cmd]  # data.dvc runs nothing
+        # data.dvc runs nothing; the sweeps are off the loop (not in `make run`), and their
+        # result files are rendered whole on docs/results.md: no headline of their own
+        return [st for st in repo.index.stages if st.cmd and not st.addressing.startswith("sweep@")]
 
 
 def _metric(stage: Any) -> Any:
