@@ -141,6 +141,7 @@ class AdrFamily:
     name = "adr"
     model = MODEL
     label_set = "adr"  # labels/<dataset>.adr.jsonl
+    train_device = "cpu"  # a numpy/scikit-learn head: seconds on the CPU
     train_command = "r2a train --dataset D --router adr"
     passed = "not worse on recall and FCR, not costlier in tokens, ms or passages"
 

@@ -148,6 +148,7 @@ class KwayFamily:
     name = "kway"
     model = MODEL
     label_set = "strategies"  # labels/<dataset>.strategies.jsonl
+    train_device = "cpu"  # a numpy/scikit-learn head: seconds on the CPU
     train_command = "r2a train --router kway"
     passed = "not worse on recall, not costlier in ms or passages"
 
