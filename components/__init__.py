@@ -4,7 +4,7 @@ functions the CLI calls), run in the project image. See components/README.md."""
 from components.corpora import corpora
 from components.deploy import deploy
 from components.evaluate import evaluate
-from components.family import label_family, promote_family, train_family
+from components.family import label_family
 from components.index import index, index_shard, index_shards
 from components.label import label_merge, label_shard, label_shards
 from components.promote import promote
@@ -25,10 +25,8 @@ __all__ = [
     "label_shard",
     "label_shards",
     "promote",
-    "promote_family",
     "record_run",
     "register",
     "train",
-    "train_family",
     "validate",
 ]

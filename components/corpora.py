@@ -1,10 +1,10 @@
 """corpora: the loop's `corpora` step (r2adapter/loop.py, `r2a index` then `r2a label` per
 corpus): the development corpora of the run's `corpora` parameter (params.yaml
 pipeline.corpora by default) indexed and labelled, their label files shipped as one
-directory artifact to the trainers of the families that label their own set
-(components/family.py `train_family`), which put them in labels/ before training, so that
-they train on the union (kway.train_corpora, adr.train_corpora) as the local loop's
-champions do.
+directory artifact to the trainers (and gates) of the families that label their own set
+(components/train.py `train`, its `corpora_labels`), which put them in labels/ before
+training, so that they train on the union (kway.train_corpora, adr.train_corpora) as the
+local loop's champions do.
 """
 
 from kfp.dsl import Dataset, Metrics, Output

@@ -1,17 +1,13 @@
-"""The branch of a router family that labels its own set (r2adapter/families.py: a family
-whose `label_set` is not empty — the k-way router's strategy labels, ADR's operator labels),
-one component per step for every such family, the family named by `router`:
-`label_family` writes the family's labels for the dataset (`family.label`, also its
-`labels` artifact), `train_family` trains and registers it as `candidate` on those labels
-and the development corpora's (`steps.train`; numpy/scikit-learn heads on the CPU: no GPU
-request), `promote_family` runs the one promotion skeleton over it (`steps.promote`) and
-returns whether `champion` moved, which drives the branch's `deploy`. A pod starts with no
-labels/: the trainer and the gate put what they read there first (`steps.receive_labels`).
+"""label_family: the first step of the branch of a router family that labels its own set
+(r2adapter/families.py: a family whose `label_set` is not empty — the k-way router's
+strategy labels, ADR's operator labels; any new one), one component for every such family,
+the family named by `router`: it writes the family's labels for the dataset
+(`family.label`), also as its `labels` artifact, which the family's `train` and `promote`
+tasks receive (components/train.py, components/promote.py). The other families train on
+the merged two-way labels (components/label.py `label_merge`).
 """
 
-from typing import NamedTuple
-
-from kfp.dsl import Dataset, Input, Metrics, Output
+from kfp.dsl import Dataset, Metrics, Output
 
 from components._base import r2a_component
 
@@ -50,59 +46,3 @@ def label_family(
     n = int(summary["n_queries"])
     print(f"{name}: {n} queries labelled for {router} (md5 {summary['md5']})")
     return n
-
-
-@r2a_component
-def train_family(
-    router: str,
-    dataset: str,
-    labels: Input[Dataset],
-    corpora_labels: Input[Dataset],
-    metrics: Output[Metrics],
-) -> NamedTuple("Outputs", [("name", str), ("version", str), ("run_id", str)]):
-    """Train on the `labels` artifact and on the label files of the `corpora_labels`
-    directory (the `corpora` task's: the family's train_corpora; each put where the family
-    reads it) and register the family's model as `candidate`."""
-    from collections import namedtuple
-
-    from r2adapter import steps
-    from r2adapter.data.adapters import dataset_name
-    from r2adapter.families import family
-
-    name = dataset_name(dataset)
-    model = family(router).model
-    shipped = steps.receive_labels(router, name, labels.path, corpora_labels.path)
-    print(f"{router}: the corpora's label files: {', '.join(shipped) or 'none'}")
-    rep = steps.train_report(steps.train(router, name))
-    for key, value in rep.items():
-        if key.startswith("test_"):
-            metrics.log_metric(key, float(value))
-    print(f"{router}: registered {model} v{rep['version']} as candidate; {steps.train_note(rep)}")
-    Outputs = namedtuple("Outputs", ["name", "version", "run_id"])
-    return Outputs(model, str(rep["version"]), rep["run_id"])
-
-
-@r2a_component
-def promote_family(
-    router: str,
-    dataset: str,
-    version: str,
-    labels: Input[Dataset],
-    corpora_labels: Input[Dataset],
-    metrics: Output[Metrics],
-) -> bool:
-    """True when `champion` moved to `version` in this task; refuses to judge any other
-    candidate than the one this run registered. The gate reads the union's test split:
-    the same label artifacts as the trainer's, put in labels/ first."""
-    from r2adapter import steps
-    from r2adapter.families import family
-
-    steps.require_candidate(family(router).model, version)
-    steps.receive_labels(router, dataset, labels.path, corpora_labels.path)
-    r = steps.promote(router, dataset)  # the one promotion skeleton
-    for key, value in (r.candidate_metrics or {}).items():
-        metrics.log_metric(f"candidate_{key}", float(value))
-    metrics.metadata["reasons"] = "; ".join(map(str, r.reasons))
-    verb = "promoted" if r.promoted else "kept the champion"
-    print(f"{router}: {verb}: candidate v{r.candidate}: " + "; ".join(map(str, r.reasons)))
-    return bool(r.promoted)

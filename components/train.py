@@ -1,6 +1,8 @@
-"""train: train a router with the periodic threshold search and register it in MLflow with
-alias `candidate` (`r2a train`). The r2a router's task requests the GPU and runs in the CUDA
-image (pipelines/retrain.py), with R2A_ACCELERATOR=gpu: it refuses to start without one."""
+"""train: train the family named by `router` (r2adapter/families.py) on the labels it is
+handed and register it in MLflow with alias `candidate` (`r2a train --router`), one
+component for every family. What the task runs on is the pipeline's, by the family's
+`train_device` (pipelines/retrain.py TRAINERS): r2a's task requests a GPU and runs in the
+CUDA image, with R2A_ACCELERATOR=gpu, and refuses to start without one."""
 
 from typing import NamedTuple
 
@@ -11,23 +13,28 @@ from components._base import r2a_component
 
 @r2a_component
 def train(
-    dataset: str,
     router: str,
+    dataset: str,
     epochs: int,
     eval_every_n_steps: int,
     tau_step: float,
     labels: Input[Dataset],
     model: Output[Model],
     metrics: Output[Metrics],
-) -> NamedTuple("Outputs", [("kind", str), ("name", str), ("version", str), ("run_id", str)]):
-    """`router`: a two-way family of r2adapter/families.py (its backbone from params.yaml).
-    `epochs`, `eval_every_n_steps`, `tau_step`: 0 means "from params.yaml".
-    `steps.train` reads the labels from labels/<dataset>.jsonl: the `labels` artifact is
-    put there first (in a cluster each task has its own file system). The `model` artifact
-    is a JSON reference to the registered version, not the weights (MLflow holds those)."""
+    corpora_labels: Input[Dataset] | None = None,
+) -> NamedTuple("Outputs", [("name", str), ("version", str), ("run_id", str)]):
+    """`labels`: the family's label file of the dataset (the merged two-way labels, or the
+    family's own set from its label-family task); `corpora_labels`: the `corpora` task's
+    directory of the development corpora's label files, for a family that trains on their
+    union (kway.train_corpora, adr.train_corpora); none for the others. Both are put where
+    the family reads them first (`steps.receive_labels`: a pod starts with no labels/).
+    `epochs`, `eval_every_n_steps`, `tau_step`: 0 means "from params.yaml"; a number given
+    goes to a family that takes them (its `params`: the two-way routers'), the others read
+    params.yaml alone. `steps.train` trains and registers in one MLflow run (the one path of
+    r2adapter/registry/training.py, as `r2a train`): the `model` artifact is a JSON
+    reference to the registered version, not the weights (MLflow holds those), which
+    `register` checks."""
     import json
-    import os
-    import shutil
     from collections import namedtuple
     from pathlib import Path
 
@@ -35,7 +42,6 @@ def train(
     from r2adapter.data.adapters import dataset_name
     from r2adapter.errors import R2AError
     from r2adapter.families import family
-    from r2adapter.registry.models import model_name
     from r2adapter.train.accelerator import require_gpu
 
     # the GPU task (R2A_ACCELERATOR=gpu): a CPU image or a node without a GPU stops here in
@@ -47,48 +53,35 @@ def train(
     if gpu:
         print(f"training on {gpu}")
 
+    fam = family(router)
     name = dataset_name(dataset)
-    dest = family(router).label_path(name)
-    if not dest.exists() or not os.path.samefile(labels.path, dest):
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_suffix(".jsonl.tmp")
-        shutil.copyfile(labels.path, tmp)
-        tmp.replace(dest)
+    corpora = corpora_labels.path if corpora_labels is not None else ""
+    shipped = steps.receive_labels(router, dataset, labels.path, corpora)
+    if corpora_labels is not None:
+        print(f"{router}: the corpora's label files: {', '.join(shipped) or 'none'}")
 
-    # 0 = not given: params.yaml (`router:`, `router_<backbone>:`) decides, as for `r2a train`
-    backbone = family(router).params().backbone
-    r = steps.train(
-        router,
-        dataset,
-        epochs=epochs or None,
-        eval_every_n_steps=eval_every_n_steps or None,
-        tau_step=tau_step or None,
-    )
-    registered = model_name(r.kind)
+    given = {"epochs": epochs, "eval_every_n_steps": eval_every_n_steps, "tau_step": tau_step}
+    takes = getattr(fam, "params", None) is not None
+    r = steps.train(router, dataset, **{k: (v or None) for k, v in given.items() if takes})
+    report = steps.train_report(r)
+    version, run_id = str(report["version"]), str(report["run_id"])
     ref = {
-        "name": registered,
-        "version": r.version,
-        "run_id": r.run_id,
-        "kind": r.kind,
-        "uri": f"models:/{registered}/{r.version}",
+        **report,  # router, version, run_id, the family's fields, seconds, test figures
+        "name": fam.model,
+        "version": version,
+        "uri": f"models:/{fam.model}/{version}",
         "alias": "candidate",
         "dataset": name,
-        "backbone": backbone,
-        "tau": r.tau,
-        "best_step": r.best_step,
-        "steps": r.steps,
-        "accelerator": r.accelerator,
         "label_md5": labels.metadata.get("md5", ""),
+        "corpora_labels": shipped,
     }
-    Path(model.path).write_text(json.dumps(ref, indent=2) + "\n")
-    model.metadata.update(ref)
+    Path(model.path).write_text(json.dumps(ref, indent=2, default=str) + "\n")
+    model.metadata.update({k: ref[k] for k in ("router", "name", "version", "run_id", "uri")})
 
     for key, value in r.metrics().items():
         metrics.log_metric(key, value)
     print(
-        f"{r.kind}: registered {registered} version {r.version} as candidate (run {r.run_id[:8]});"
-        f" τ* {r.tau:.2f} at step {r.best_step}/{r.steps} on {r.accelerator}, {r.seconds:.0f} s"
+        f"{router}: registered {fam.model} version {version} as candidate (run {run_id[:8]});"
+        f" {steps.train_note(report) or 'no note'}, {float(report['seconds']):.0f} s"
     )
-    return namedtuple("Outputs", ["kind", "name", "version", "run_id"])(
-        r.kind, registered, r.version, r.run_id
-    )
+    return namedtuple("Outputs", ["name", "version", "run_id"])(fam.model, version, run_id)

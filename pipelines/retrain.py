@@ -2,29 +2,38 @@
 
     validate ─▶ index-shards ─▶ ParallelFor: index-shard ─▶ index (the merge)
              ─▶ label-shards ─▶ ParallelFor: label-shard ─▶ label-merge
-                                                                        │ labels
-    deploy ◀── If promoted ◀── promote ◀── register ◀── train (GPU) ◀───┤  one branch per
-                                  │                      model              │  two-way router
-                               evaluate (after every promote)               │
-    deploy ◀── If promoted ◀── promote-family ◀── train-family ◀── label-family  one branch
-                                                    ▲ labels (a directory)     per family
-                                                 corpora ◀── (after) the last label-family
+             ─▶ label-family ─▶ label-family-2 ... ─▶ corpora
+                (one per family with a label_set)       (after the last label-family)
 
-One branch per family of r2adapter/families.py, in the table's order. The two-way routers
-(r2a: the fine-tuned MiniLM, r2a_embed: the head over the retrieval embedding) train on the
-merged labels: train → register → promote → deploy (KFP names the second branch's tasks
-train-2, register-2, ...; shown as "train r2a_embed"). Every family that labels its own set
-(`label_set`: the cost-aware k-way router's strategy labels, ADR's operator labels; a new
-one is picked up from the table) gets label-family → train-family (registers the family's
-model itself; CPU) → promote-family → deploy when its champion moved, the family named by
-the tasks' `router` parameter (components/family.py). Those families train on the union of
-the dataset's labels and the development corpora's (params.yaml kway.train_corpora,
-adr.train_corpora), as the loop's `corpora` step makes them: the `corpora` task indexes and
-labels each corpus of the run's `corpora` parameter, one after the other (after the last
-label-family, so that its timings see a quiet store), and hands their label files, as one
-directory artifact, to every train-family and promote-family, whose gates read the same
-union's test split (a pod starts with no labels/: each task receives what it reads,
-steps.receive_labels).
+    one branch per row of r2adapter/families.py, in the table's order, the same
+    components for every family, the family named by their `router` parameter:
+
+      labels ─▶ train ──model──▶ register ──version──▶ promote ─▶ If promoted: deploy
+                (GPU: r2a)                                │
+                                              evaluate (after every promote)
+
+    labels: label-merge's (the two-way labels) for a family without a label set of its
+    own; for one with a label_set, its label-family task's and the corpora's directory.
+
+Every family goes train → register → promote → deploy (KFP names the tasks train,
+train-2, ..., in the table's order; shown as "train r2a", "train kway", ...). `train`
+(components/train.py) trains and registers the family's model as `candidate` in one MLflow
+run (`steps.train`: the one training path, as `r2a train`) and hands `register` a
+reference to the version, which `register` checks and tags with the Kubeflow run
+(components/register.py); `promote` runs the one promotion skeleton over the family and
+returns whether `champion` moved, which drives the branch's `deploy`. Where a train task
+runs is the family's `train_device`, looked up in TRAINERS: "gpu" (r2a, the fine-tuned
+MiniLM) on a GPU node in the CUDA image, "cpu" (r2a_embed's head, the k-way and ADR heads)
+on the CPU. The two-way routers (r2a, r2a_embed) train on the merged labels. A family
+that labels its own set (`label_set`: the cost-aware k-way router's strategy labels, ADR's
+operator labels; a new one is picked up from the table) is labelled first by a
+label-family task (components/family.py), and trains on the union of the dataset's labels
+and the development corpora's (params.yaml kway.train_corpora, adr.train_corpora), as the
+loop's `corpora` step makes them: the `corpora` task indexes and labels each corpus of the
+run's `corpora` parameter, one after the other (after the last label-family, so that its
+timings see a quiet store), and hands their label files, as one directory artifact, to
+that family's train and promote tasks, whose gates read the same union's test split (a
+pod starts with no labels/: each task receives what it reads, steps.receive_labels).
 
 `retrain_pipeline` is what Kubeflow runs (compiled to pipelines/retrain.yaml:
 `python -m pipelines.retrain`). `local_pipeline` is the same graph of the same components
@@ -49,7 +58,7 @@ import components as c
 from components._base import CUDA_IMAGE
 from r2adapter.config import DEFAULT_DATASET, pipeline_params
 from r2adapter.errors import R2AError
-from r2adapter.families import FAMILIES
+from r2adapter.families import FAMILIES, family
 from r2adapter.index.openie import OPENIE_BACKENDS
 from r2adapter.index.shards import MAX_SHARDS as MAX_INDEX_SHARDS
 from r2adapter.loop import ROUTERS
@@ -98,11 +107,8 @@ R2A_HOME = "/app"
 DATA_PVC = "r2a-data"
 DATA_MOUNT = "/app/data"
 GPU_RESOURCE = "nvidia.com/gpu"
-# Only the routers whose training fine-tunes an encoder gain on a GPU: r2a (the MiniLM
-# backbone). The embedding head (r2a_embed) trains a linear layer over fixed embeddings and
-# was measured slower on one (6.5 s against 5.2 s on 16 CPU threads, docs/routing.md).
-# A GPU task runs the CUDA image (`make image-cuda`); every other task the CPU one.
-GPU_ROUTERS = frozenset({"r2a"})
+# A train task on a GPU (a family whose `train_device` is "gpu": TRAINERS) runs the CUDA
+# image (`make image-cuda`); every other task the CPU one.
 GPU_NODE_SELECTOR = ("nvidia.com/gpu.present", "true")  # label set by the NVIDIA GPU operator
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 RETRY = {
@@ -152,17 +158,44 @@ PODS: dict[str, Pod] = {
     "label-merge": Pod("500m", "1", "1Gi", "2Gi", HOUR),
     "label-family": _STEP,  # a family's own label set (components/family.py)
     "corpora": Pod("1", "2", "3Gi", "6Gi", 8 * HOUR),  # indexes and labels each corpus
-    "train": Pod("2", "4", "3Gi", "6Gi", 6 * HOUR),  # the GPU trainer; CPU for its loaders
+    # train: by the family's `train_device` (TRAINERS)
     "register": _SMALL,
     "promote": _STEP,  # the gate scores both versions on the test split
     "deploy": _SMALL,
-    "train-family": _STEP,
-    "promote-family": _STEP,
     "evaluate": _BUILD,
     "record-run": _SMALL,
 }
-# the CPU trainers (the embedding head) need no loader cores beside a GPU
-CPU_TRAIN = Pod("1", "2", "2Gi", "4Gi", 6 * HOUR)
+
+
+@dataclass(frozen=True)
+class Trainer:
+    """Where a family's train task runs: its pod, and whether it asks for a GPU (the CUDA
+    image, one GPU, the GPU nodes' selector and toleration, R2A_ACCELERATOR=gpu)."""
+
+    pod: Pod
+    gpu: bool = False
+
+
+# The train task of each family by its `train_device` (r2adapter/route/family.py), the one
+# place that says what a trainer gets: a new family names its device, not its own branch.
+TRAINERS: dict[str, Trainer] = {
+    # the GPU trainer (r2a's fine-tuned MiniLM); CPU for its data loaders
+    "gpu": Trainer(Pod("2", "4", "3Gi", "6Gi", 6 * HOUR), gpu=True),
+    # the CPU trainers (the embedding head, the k-way and ADR heads) need no loader cores
+    "cpu": Trainer(Pod("1", "2", "2Gi", "4Gi", 6 * HOUR)),
+}
+
+
+def trainer(name: str) -> Trainer:
+    """The train task's placement of the family `name` of r2adapter/families.py; a device
+    TRAINERS does not know is a one-line error at compile time."""
+    device = family(name).train_device
+    if device not in TRAINERS:
+        raise R2AError(
+            f"{name}: unknown train_device {device!r}: choose one of {', '.join(TRAINERS)}"
+        )
+    return TRAINERS[device]
+
 
 # Which settings each task gets: secret key → env and config-map key → env.
 DB = {"R2A_DATABASE_URL": "R2A_DATABASE_URL"}
@@ -384,55 +417,16 @@ def _steps(
     merge.set_caching_options(True)
     k8s(merge, secrets=DB)
 
-    # one branch per family of r2adapter/families.py, in the table's order. The two-way
-    # routers train on the merged labels above (train on a GPU for r2a → register → promote
-    # → deploy); a family that labels its own set (`label_set`: the k-way router's strategy
-    # labels, ADR's operator labels) gets label-family → train-family → promote-family →
-    # deploy, each registering itself (numpy/scikit-learn heads on the CPU, in seconds).
-    promotes = []
-    own = {name: fam for name, fam in FAMILIES.items() if fam.label_set}
-    for name in FAMILIES:
-        if name in own:
-            continue
-        train = c.train(
-            dataset=dataset,
-            router=name,
-            epochs=epochs,
-            eval_every_n_steps=eval_every_n_steps,
-            tau_step=tau_step,
-            labels=merge.outputs["labels"],
-        ).set_caching_options(True)
-        train.set_display_name(f"train {name}")
-        gpu = name in GPU_ROUTERS
-        if cluster and gpu:
-            train.set_container_image(CUDA_IMAGE)
-            train.set_env_variable(ACCELERATOR_ENV, "gpu")  # no GPU visible: one line, exit
-            train.set_accelerator_type(GPU_RESOURCE).set_accelerator_limit(1)
-            kubernetes.add_node_selector(train, *GPU_NODE_SELECTOR)
-            kubernetes.add_toleration(train, **GPU_TOLERATION)
-        k8s(train, config=MLFLOW, pod=None if gpu else CPU_TRAIN)
-
-        register = c.register(
-            model=train.outputs["model"], pipeline_run=dsl.PIPELINE_JOB_ID_PLACEHOLDER
-        ).set_caching_options(False)
-        register.set_display_name(f"register {name}")
-        k8s(register, config=MLFLOW, retry=True)
-
-        promote = c.promote(
-            kind=train.outputs["kind"], dataset=dataset, version=register.outputs["version"]
-        ).set_caching_options(False)
-        promote.set_display_name(f"promote {name}")
-        k8s(promote, secrets=DB, config=MLFLOW, retry=True)
-        promotes.append(promote)
-        deploy_if_promoted(name, promote, train.outputs["name"], register.outputs["version"])
-
-    # The families' own labels first, one labelling task after the other so that each one's
-    # timings see a quiet store (the strategy labels: every strategy ranked and timed; ADR's:
-    # its three operators over the hypergraph the index step built, params.yaml
-    # adr.enabled), then the development corpora's (the loop's `corpora` step)
+    # The families' own labels first (`label_set`: the k-way router's strategy labels, ADR's
+    # operator labels), one labelling task after the other so that each one's timings see
+    # a quiet store (the strategy labels: every strategy ranked and timed; ADR's: its three
+    # operators over the hypergraph the index step built, params.yaml adr.enabled), then
+    # the development corpora's (the loop's `corpora` step)
     labelled: dict[str, dsl.PipelineTask] = {}
     before: dsl.PipelineTask = merge
-    for name in own:
+    for name, fam in FAMILIES.items():
+        if not fam.label_set:
+            continue
         lab = c.label_family(router=name, dataset=dataset, index_version=index.outputs["version"])
         lab.after(before).set_caching_options(True)
         lab.set_display_name(f"label {name}")
@@ -440,12 +434,12 @@ def _steps(
         labelled[name] = before = lab
     # each corpus of `corpora` indexed and labelled, one after the other in this one task
     # (no fan-out across corpora); their label files travel as one directory artifact to
-    # every family's trainer and gate, which train on the union (kway.train_corpora,
-    # adr.train_corpora). Cached: its key is the names, openie and the run's data
-    # fingerprint (validate's), so a change of the list or of the run's data runs it again,
-    # and a weekly run over unchanged data is served from the cache like `index`; a change
-    # of a corpus's own files (DVC-pinned development sets, not fingerprinted) or of the
-    # code in the image is not seen: `--no-cache` (or a new image tag) runs it again
+    # the trainer and gate of every family with a label set, which train on the union
+    # (kway.train_corpora, adr.train_corpora). Cached: its key is the names, openie and the
+    # run's data fingerprint (validate's), so a change of the list or of the run's data runs
+    # it again, and a weekly run over unchanged data is served from the cache like `index`;
+    # a change of a corpus's own files (DVC-pinned development sets, not fingerprinted) or
+    # of the code in the image is not seen: `--no-cache` (or a new image tag) runs it again
     corpora_task = c.corpora(
         dataset=dataset,
         corpora=corpora,
@@ -454,30 +448,56 @@ def _steps(
     )
     corpora_task.after(before).set_caching_options(True)
     k8s(corpora_task, secrets={**DB, **LLM_KEY}, config=LLM, data=True, retry=True)
-    corpora_labels = corpora_task.outputs["labels"]
 
-    for name, lab in labelled.items():
-        train = c.train_family(
+    # One branch per family of r2adapter/families.py, in the table's order: train →
+    # register → promote → deploy when its champion moved, the same four components for
+    # every family, named by `router`; where train runs is the family's `train_device`
+    # (TRAINERS). A family with a label set of its own trains (and is gated) on its
+    # label-family task's labels and the corpora's; the others on the merged two-way labels.
+    # Its train task is not cached and is retried (seconds of CPU); a two-way router's is
+    # cached (up to hours, on a GPU for r2a, not spent twice on the same labels and numbers:
+    # a cache hit whose version is no longer `candidate` fails in register, in one line)
+    # and not retried.
+    promotes = []
+    for name in FAMILIES:
+        own = labelled.get(name)
+        labels: dict[str, Any] = {"labels": merge.outputs["labels"]}
+        if own is not None:
+            labels = {
+                "labels": own.outputs["labels"],
+                "corpora_labels": corpora_task.outputs["labels"],
+            }
+        train = c.train(
             router=name,
             dataset=dataset,
-            labels=lab.outputs["labels"],
-            corpora_labels=corpora_labels,
-        )
-        train.set_caching_options(False)  # it registers a model version
+            epochs=epochs,
+            eval_every_n_steps=eval_every_n_steps,
+            tau_step=tau_step,
+            **labels,
+        ).set_caching_options(own is None)
         train.set_display_name(f"train {name}")
-        k8s(train, secrets=DB, config=MLFLOW, retry=True)
-        promote = c.promote_family(
-            router=name,
-            dataset=dataset,
-            version=train.outputs["version"],
-            labels=lab.outputs["labels"],
-            corpora_labels=corpora_labels,
-        )
-        promote.set_caching_options(False)
+        placed = trainer(name)
+        if cluster and placed.gpu:
+            train.set_container_image(CUDA_IMAGE)
+            train.set_env_variable(ACCELERATOR_ENV, "gpu")  # no GPU visible: one line, exit
+            train.set_accelerator_type(GPU_RESOURCE).set_accelerator_limit(1)
+            kubernetes.add_node_selector(train, *GPU_NODE_SELECTOR)
+            kubernetes.add_toleration(train, **GPU_TOLERATION)
+        k8s(train, secrets=DB, config=MLFLOW, retry=own is not None, pod=placed.pod)
+
+        register = c.register(
+            router=name, model=train.outputs["model"], pipeline_run=dsl.PIPELINE_JOB_ID_PLACEHOLDER
+        ).set_caching_options(False)
+        register.set_display_name(f"register {name}")
+        k8s(register, config=MLFLOW, retry=True)
+
+        promote = c.promote(
+            router=name, dataset=dataset, version=register.outputs["version"], **labels
+        ).set_caching_options(False)
         promote.set_display_name(f"promote {name}")
         k8s(promote, secrets=DB, config=MLFLOW, retry=True)
         promotes.append(promote)
-        deploy_if_promoted(name, promote, train.outputs["name"], train.outputs["version"])
+        deploy_if_promoted(name, promote, train.outputs["name"], register.outputs["version"])
     evaluate = c.evaluate(dataset=dataset).after(*promotes).set_caching_options(False)
     k8s(evaluate, secrets={**DB, **LLM_KEY}, config={**MLFLOW, **LLM}, retry=True)
 
@@ -516,8 +536,9 @@ def _pipeline(name: str, description: str, cluster: bool, parallelism: int = PAR
 retrain_pipeline = _pipeline(
     PIPELINE_NAME,
     "R2Adapter router retraining: validate, index (sharded), label (sharded), then for each router "
-    "train (r2a on a GPU), register, promotion gate, deploy when its champion moved; evaluate; "
-    "an exit handler records the outcome in MLflow.",
+    "family (its own labels first where it has a label set) train (r2a on a GPU), register, "
+    "promotion gate, deploy when its champion moved; evaluate; an exit handler records the "
+    "outcome in MLflow.",
     cluster=True,
 )
 # The same graph without the cluster configuration: kfp.local ignores the platform spec

@@ -1,7 +1,8 @@
 """Adding a family is one folder and one table row: a toy family of a few lines, put in the
 table (r2adapter/families.py FAMILIES), is labelled, trained and promoted by the loop, has
 its DVC train and promote stages from one `families` row of dvc.yaml, gets its label →
-train → promote → deploy branch from the pipeline compiler and is served by the service's
+train → register → promote → deploy branch (the components every family's branch runs)
+from the pipeline compiler and is served by the service's
 champion table, with no door naming it."""
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 class ToyFamily:
     """Routes every query to dense@5; labels one line; "trains" by counting."""
 
-    name, model, label_set = "toy", "r2a-router-toy", "toy"
+    name, model, label_set, train_device = "toy", "r2a-router-toy", "toy", "cpu"
     train_command, passed = "r2a train --router toy", "a toy is never worse"
 
     def __init__(self, home: Path) -> None:
@@ -166,9 +167,31 @@ def test_the_pipeline_compiler_gives_it_a_branch(toy: ToyFamily, tmp_path: Path)
     out = tmp_path / "retrain.yaml"
     compiler.Compiler().compile(pipeline, str(out))
     text = out.read_text()
-    for task in ("label toy", "train toy", "promote toy", "deploy toy"):
+    for task in ("label toy", "train toy", "register toy", "promote toy", "deploy toy"):
         assert f"name: {task}\n" in text, task
     assert "champion-moved-toy" in text
+    # the same components as every other family's, named by `router`, on the CPU its
+    # `train_device` says (no GPU request), with its own labels and the corpora's
+    spec, platform = list(yaml.safe_load_all(text))
+    dags = [c.get("dag", {}) for c in spec["components"].values()]
+    tasks = {n: t for dag in dags for n, t in dag.get("tasks", {}).items()}
+    mine = {
+        t["taskInfo"]["name"]: t for t in tasks.values() if t["taskInfo"]["name"].endswith(" toy")
+    }
+    for step in ("label", "train", "register", "promote"):
+        t = mine[f"{step} toy"]
+        assert t["inputs"]["parameters"]["router"]["runtimeValue"]["constant"] == "toy", step
+        expected = "label-family" if step == "label" else step
+        assert t["componentRef"]["name"].removeprefix("comp-").rstrip("-0123456789") == expected
+    train = mine["train toy"]
+    assert set(train["inputs"]["artifacts"]) == {"labels", "corpora_labels"}
+    ex = spec["components"][train["componentRef"]["name"]]["executorLabel"]
+    container = spec["deploymentSpec"]["executors"][ex]["container"]
+    assert "accelerator" not in container["resources"]
+    assert container["resources"]["resourceCpuRequest"] == retrain.TRAINERS["cpu"].pod.cpu
+    assert (
+        "nodeSelector" not in platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"][ex]
+    )
 
 
 def test_the_service_serves_its_champion(toy: ToyFamily, monkeypatch) -> None:

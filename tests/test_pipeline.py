@@ -19,6 +19,7 @@ import yaml
 
 from pipelines import retrain, submit
 from r2adapter.errors import R2AError
+from r2adapter.families import FAMILIES as TABLE
 from r2adapter.loop import ROUTERS
 from tests.conftest import ROOT, environ, make_mini_musique
 
@@ -26,53 +27,48 @@ from tests.conftest import ROOT, environ, make_mini_musique
 pytestmark = pytest.mark.unit
 
 
-def per_router(task: str) -> list[str]:
-    """A task of each router's branch, in the loop's order: KFP names the second `train-2`."""
-    return [task if i == 0 else f"{task}-{i + 1}" for i in range(len(ROUTERS))]
+FAMILIES = list(TABLE)  # the family table's names, in its order
+BRANCH = ("train", "register", "promote", "deploy")  # every family's, the same components
 
 
 def _own_families() -> list[str]:
-    from r2adapter.families import FAMILIES
-
-    return [n for n, f in FAMILIES.items() if f.label_set]
+    return [n for n, f in TABLE.items() if f.label_set]
 
 
-def per_family(task: str, name: str) -> str:
-    """A task of the branch of family `name` (one that labels its own set: components/
-    family.py), in the table's order: KFP names the second `train-family-2`."""
-    i = _own_families().index(name)
+def branch(task: str, name: str) -> str:
+    """The task `task` (BRANCH) of family `name`'s branch: one per row of the table, in its
+    order, so KFP names them `train`, `train-2`, ...; `label` is the label-family task of a
+    family with a label set of its own (`label-family`, `label-family-2`, ...)."""
+    if task == "label":
+        i, task = _own_families().index(name), "label-family"
+    else:
+        i = FAMILIES.index(name)
     return task if i == 0 else f"{task}-{i + 1}"
 
 
-# the branches of the families that label their own set, by the names they had when each
-# family had its components: T["train-kway"] is the k-way router's train-family task
-T = {
-    f"{step}-{name}": per_family(f"{step}-family", name)
-    for name in _own_families()
-    for step in ("label", "train", "promote")
-}
+# T["train-kway"]: the k-way router's train task, T["label-adr"]: ADR's label-family task
+T = {f"{step}-{name}": branch(step, name) for name in FAMILIES for step in BRANCH}
+T |= {f"label-{name}": branch("label", name) for name in _own_families()}
 T["label-strategies"] = T["label-kway"]
-TRAIN = set(per_router("train"))
-# the k-way router's branch: KFP numbers its deploy after the two-way routers' ones
-KWAY_DEPLOY = f"deploy-{len(ROUTERS) + 1}"
-KWAY = {T["label-strategies"], T["train-kway"], T["promote-kway"], KWAY_DEPLOY}
-ADR_DEPLOY = f"deploy-{len(ROUTERS) + 2}"  # ADR's branch: after the k-way router's
-ADR = {T["label-adr"], T["train-adr"], T["promote-adr"], ADR_DEPLOY}
+TRAIN = {branch("train", name) for name in FAMILIES}
+KWAY_DEPLOY, ADR_DEPLOY = T["deploy-kway"], T["deploy-adr"]
 INDEX = {"index-shards", "index-shard", "index"}  # plan, ParallelFor: warm shard i, merge
-TASKS = {"validate", *INDEX, "label-shards", "label-shard", "label-merge", "evaluate", *KWAY}
-TASKS |= ADR
+TASKS = {"validate", *INDEX, "label-shards", "label-shard", "label-merge", "evaluate"}
+TASKS |= {branch("label", name) for name in _own_families()}
 # the development corpora indexed and labelled for both families' union (the loop's step)
 TASKS |= {"corpora"}
-TASKS |= {t for task in ("train", "register", "promote", "deploy") for t in per_router(task)}
+TASKS |= {branch(task, name) for name in FAMILIES for task in BRANCH}
 # the exit handler: runs after every other task, whatever became of them
 TASKS |= {"record-run"}
-# the index plan loads the corpus into Postgres (live state): never cached
-CACHED = {"index-shard", "index", "label-shards", "label-shard", "label-merge"}
-CACHED |= {T["label-strategies"], T["label-adr"], "corpora", *TRAIN}
-RETRIED = {*INDEX, "evaluate", T["train-kway"], T["promote-kway"], KWAY_DEPLOY}
-RETRIED |= {T["train-adr"], T["promote-adr"], ADR_DEPLOY, "corpora"}
-RETRIED |= {t for task in ("register", "promote", "deploy") for t in per_router(task)}
-RETRIED |= {"record-run"}
+# the index plan loads the corpus into Postgres (live state): never cached; the trainers
+# of the families with a label set of their own neither (seconds of CPU), the two-way ones
+# are (hours on a GPU)
+CACHED = {"index-shard", "index", "label-shards", "label-shard", "label-merge", "corpora"}
+CACHED |= {branch("label", name) for name in _own_families()}
+CACHED |= {branch("train", name) for name in FAMILIES if name not in _own_families()}
+RETRIED = {*INDEX, "evaluate", "corpora", "record-run"}
+RETRIED |= {branch(task, name) for name in FAMILIES for task in ("register", "promote", "deploy")}
+RETRIED |= {branch("train", name) for name in _own_families()}
 
 
 # ---- (a) the committed YAML is a fresh compile ----------------------------------------------
@@ -134,14 +130,15 @@ def test_all_steps_present(compiled: dict[str, Any]) -> None:
     assert component_tasks == TASKS
 
 
-# the trainers that fine-tune an encoder (gain on a GPU): the r2a router's branch only
-GPU_TRAIN = {t for r, t in zip(ROUTERS, per_router("train"), strict=True) if r.name == "r2a"}
+# the trainers on a GPU: the families whose `train_device` is "gpu", the r2a router's alone
+GPU_TRAIN = {branch("train", name) for name, f in TABLE.items() if f.train_device == "gpu"}
 
 
 def test_only_the_r2a_trainer_gets_a_gpu_in_the_cuda_image(compiled: dict[str, Any]) -> None:
     from components._base import CUDA_IMAGE, IMAGE
 
-    assert GPU_TRAIN and GPU_TRAIN < TRAIN  # r2a_embed's head trains on the CPU
+    # r2a_embed's head, the k-way and ADR heads train on the CPU
+    assert GPU_TRAIN == {branch("train", "r2a")} and GPU_TRAIN < TRAIN
     for task in TASKS:
         ex = _executor(compiled, task)
         container = compiled["executors"][ex]["container"]
@@ -165,6 +162,17 @@ def test_only_the_r2a_trainer_gets_a_gpu_in_the_cuda_image(compiled: dict[str, A
     )
 
 
+def test_trainer_placement_is_the_familys_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TRAINERS, keyed by the family's `train_device`, is where a train task runs; a device
+    it does not know is a one-line error naming the family."""
+    assert retrain.trainer("r2a") is retrain.TRAINERS["gpu"]
+    for name in ("r2a_embed", "kway", "adr"):
+        assert retrain.trainer(name) is retrain.TRAINERS["cpu"], name
+    monkeypatch.setattr(type(TABLE["kway"]), "train_device", "tpu")
+    with pytest.raises(R2AError, match="kway: unknown train_device 'tpu': choose one of gpu, cpu"):
+        retrain.trainer("kway")
+
+
 def _quantity(text: str) -> float:
     """A Kubernetes quantity as a number: CPUs (250m) or bytes (512Mi, 6Gi)."""
     units = {"m": 1e-3, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
@@ -176,8 +184,9 @@ def _quantity(text: str) -> float:
 
 def test_every_task_has_requests_limits_and_a_deadline(compiled: dict[str, Any]) -> None:
     """A scheduler can place every pod: CPU and memory requests (no BestEffort pod, evicted
-    first) within limits, and a deadline (activeDeadlineSeconds), the exit handler's too."""
-    assert set(retrain.PODS) == {
+    first) within limits, and a deadline (activeDeadlineSeconds), the exit handler's too;
+    a train task's are its family's TRAINERS row."""
+    assert set(retrain.PODS) | {"train"} == {
         compiled["spec"]["components"][t["componentRef"]["name"]]["executorLabel"]
         .removeprefix("exec-")
         .rstrip("-0123456789")
@@ -192,6 +201,15 @@ def test_every_task_has_requests_limits_and_a_deadline(compiled: dict[str, Any])
             assert 0 < _quantity(request) <= _quantity(limit), (ex, kind, request, limit)
         assert _quantity(r["resourceMemoryRequest"]) >= 512 * 2**20, ex
         assert int(compiled["k8s"][ex]["activeDeadlineSeconds"]) > 0, ex
+    for name, f in TABLE.items():
+        ex = _executor(compiled, branch("train", name))
+        r = compiled["executors"][ex]["container"]["resources"]
+        pod = retrain.TRAINERS[f.train_device].pod
+        assert (r["resourceCpuRequest"], r["resourceCpuLimit"]) == (pod.cpu, pod.cpu_limit), name
+        assert (r["resourceMemoryRequest"], r["resourceMemoryLimit"]) == (
+            pod.memory, pod.memory_limit,
+        ), name  # fmt: skip
+        assert int(compiled["k8s"][ex]["activeDeadlineSeconds"]) == pod.timeout_s, name
     # the GPU trainer keeps CPUs for its data loaders; the largest memory where graphs load
     train = compiled["executors"][_executor(compiled, "train")]["container"]["resources"]
     assert _quantity(train["resourceCpuRequest"]) >= 2
@@ -259,16 +277,33 @@ def test_exit_handler_records_the_run(compiled: dict[str, Any]) -> None:
     )
 
 
-def test_one_branch_per_router_of_the_loop(compiled: dict[str, Any]) -> None:
-    """r2adapter/loop.py's routers, in its order: each branch trains its backbone."""
-    for r, train, promote in zip(ROUTERS, per_router("train"), per_router("promote"), strict=True):
-        t = compiled["tasks"][train]
-        router = t["inputs"]["parameters"]["router"]["runtimeValue"]["constant"]
-        assert router == r.name and t["taskInfo"]["name"] == f"train {r.name}"
-        assert t["dependentTasks"] == ["label-merge"]
-        assert compiled["tasks"][promote]["taskInfo"]["name"] == f"promote {r.name}"
+def test_one_branch_per_family_of_the_table(compiled: dict[str, Any]) -> None:
+    """r2adapter/families.py's rows, in its order: each one train → register → promote →
+    deploy, the same components, each naming the family by `router`; the model travels
+    from train to register, the checked version from register to promote and deploy."""
+    comps = compiled["spec"]["components"]
+    for name in FAMILIES:
+        for step in BRANCH:
+            t = compiled["tasks"][branch(step, name)]
+            assert t["taskInfo"]["name"] == f"{step} {name}", (step, name)
+            if step != "deploy":
+                router = t["inputs"]["parameters"]["router"]["runtimeValue"]["constant"]
+                assert router == name, (step, name)
+            # the same component: its inputs are the same whichever family it serves
+            first = comps[compiled["tasks"][step]["componentRef"]["name"]]["inputDefinitions"]
+            assert comps[t["componentRef"]["name"]]["inputDefinitions"] == first, (step, name)
+        train, register = branch("train", name), branch("register", name)
+        model = compiled["tasks"][register]["inputs"]["artifacts"]["model"]
+        assert model["taskOutputArtifact"] == {"outputArtifactKey": "model", "producerTask": train}
+        version = {"outputParameterKey": "version", "producerTask": register}
+        promote = compiled["tasks"][branch("promote", name)]["inputs"]["parameters"]
+        assert promote["version"]["taskOutputParameter"] == version, name
+        _gate_reads_what_trainer_read(compiled["tasks"], name)
+    for r in ROUTERS:  # the two-way routers train on the merged labels, at once
+        t = compiled["tasks"][branch("train", r.name)]
+        assert t["dependentTasks"] == ["label-merge"], r.name
     evaluated_after = sorted(compiled["tasks"]["evaluate"]["dependentTasks"])
-    assert evaluated_after == sorted([*per_router("promote"), T["promote-kway"], T["promote-adr"]])
+    assert evaluated_after == sorted(branch("promote", name) for name in FAMILIES)
 
 
 def test_validate_and_evaluate_hand_the_ui_their_pages(compiled: dict[str, Any]) -> None:
@@ -281,14 +316,14 @@ def test_validate_and_evaluate_hand_the_ui_their_pages(compiled: dict[str, Any])
         assert outputs[name]["artifactType"]["schemaTitle"] == kind, task
 
 
-def _gate_reads_what_trainer_read(tasks: dict[str, Any], family: str, labels: str) -> None:
+def _gate_reads_what_trainer_read(tasks: dict[str, Any], family: str) -> None:
     """A pod starts with no labels/: the gate receives the very label artifacts its trainer
-    trained on (the dataset's and the corpora's directory), not files it cannot see."""
+    trained on (the dataset's, and the corpora's directory for a family with a label set
+    of its own), not files it cannot see."""
     train, gate = tasks[T[f"train-{family}"]]["inputs"], tasks[T[f"promote-{family}"]]["inputs"]
-    assert set(gate["artifacts"]) == {labels, "corpora_labels"}
-    assert gate["artifacts"] == train["artifacts"]
-    version = gate["parameters"]["version"]["taskOutputParameter"]
-    assert version == {"outputParameterKey": "version", "producerTask": T[f"train-{family}"]}
+    shipped = {"labels", "corpora_labels"} if family in _own_families() else {"labels"}
+    assert set(gate["artifacts"]) == shipped, family
+    assert gate["artifacts"] == train["artifacts"], family
 
 
 def test_receive_labels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -365,15 +400,14 @@ def test_require_candidate_refuses_another_version(
 
 
 def test_kway_branch(compiled: dict[str, Any]) -> None:
-    """label-strategies (after the two-way labels, on the index's version) → train-kway (no
-    GPU: numpy heads) → promote-kway → deploy only when its champion moved."""
+    """label-strategies (after the two-way labels, on the index's version) → train kway (no
+    GPU: numpy heads) → register kway → promote kway → deploy only when its champion moved."""
     tasks = compiled["tasks"]
     assert sorted(tasks[T["label-strategies"]]["dependentTasks"]) == ["index", "label-merge"]
     assert sorted(tasks[T["train-kway"]]["dependentTasks"]) == ["corpora", T["label-strategies"]]
     assert sorted(tasks[T["promote-kway"]]["dependentTasks"]) == [
-        "corpora", T["label-strategies"], T["train-kway"],
+        "corpora", T["label-strategies"], T["register-kway"],
     ]  # fmt: skip
-    _gate_reads_what_trainer_read(tasks, "kway", "labels")
     assert tasks[KWAY_DEPLOY]["taskInfo"]["name"] == "deploy kway"
     parent = compiled["parents"][KWAY_DEPLOY]
     condition = next(
@@ -384,17 +418,16 @@ def test_kway_branch(compiled: dict[str, Any]) -> None:
 
 
 def test_adr_branch(compiled: dict[str, Any]) -> None:
-    """label-adr (after the strategy labels, on the index's version) → train-adr (no GPU: a
-    softmax head) → promote-adr → deploy only when its champion moved."""
+    """label-adr (after the strategy labels, on the index's version) → train adr (no GPU: a
+    softmax head) → register adr → promote adr → deploy only when its champion moved."""
     tasks = compiled["tasks"]
     assert sorted(tasks[T["label-adr"]]["dependentTasks"]) == ["index", T["label-strategies"]]
     assert sorted(tasks[T["train-adr"]]["dependentTasks"]) == ["corpora", T["label-adr"]]
     assert sorted(tasks[T["promote-adr"]]["dependentTasks"]) == [
         "corpora",
         T["label-adr"],
-        T["train-adr"],
+        T["register-adr"],
     ]
-    _gate_reads_what_trainer_read(tasks, "adr", "labels")
     assert tasks[ADR_DEPLOY]["taskInfo"]["name"] == "deploy adr"
     parent = compiled["parents"][ADR_DEPLOY]
     condition = next(
@@ -451,20 +484,14 @@ def test_settings_from_secret_and_config_map(compiled: dict[str, Any]) -> None:
 
     for task in (*INDEX, "label-shard", "label-merge", "promote", "evaluate"):
         assert "R2A_DATABASE_URL" in envs(task, "secretAsEnv"), task
-    for task in ("train", "register", "promote", "deploy"):
-        for t in per_router(task):
+    for name in FAMILIES:  # every branch: the registry; the trainer and gate: the database
+        for task in BRANCH:
+            t = branch(task, name)
             assert "MLFLOW_TRACKING_URI" in envs(t, "configMapAsEnv"), t
-    for t in (
-        T["train-kway"],
-        T["promote-kway"],
-        KWAY_DEPLOY,
-        T["train-adr"],
-        T["promote-adr"],
-        ADR_DEPLOY,
-    ):
-        assert "MLFLOW_TRACKING_URI" in envs(t, "configMapAsEnv"), t
-    for t in (T["label-strategies"], T["train-kway"], T["promote-kway"], *ADR - {ADR_DEPLOY}):
-        assert "R2A_DATABASE_URL" in envs(t, "secretAsEnv"), t
+        for task in ("train", "promote"):
+            assert "R2A_DATABASE_URL" in envs(branch(task, name), "secretAsEnv"), (task, name)
+    for name in _own_families():
+        assert "R2A_DATABASE_URL" in envs(branch("label", name), "secretAsEnv"), name
     assert "MLFLOW_TRACKING_URI" in envs("evaluate", "configMapAsEnv")
     for task in ("index", "index-shard"):  # OpenIE `llm` runs in the shards (and the merge)
         assert {"R2A_LLM_BASE_URL", "R2A_LLM_MODEL"} <= envs(task, "configMapAsEnv"), task
@@ -509,9 +536,9 @@ def test_caching_and_retries(compiled: dict[str, Any]) -> None:
             assert retry is None, f"{task} retries"
 
 
-@pytest.mark.parametrize("i", range(len(ROUTERS)))
-def test_deploy_only_when_champion_moved(compiled: dict[str, Any], i: int) -> None:
-    deploy, promote = per_router("deploy")[i], per_router("promote")[i]
+@pytest.mark.parametrize("name", FAMILIES)
+def test_deploy_only_when_champion_moved(compiled: dict[str, Any], name: str) -> None:
+    deploy, promote = branch("deploy", name), branch("promote", name)
     parent = compiled["parents"][deploy]
     assert parent != "root", "deploy must sit inside the gate's dsl.If"
     condition_task = next(
@@ -828,8 +855,8 @@ def test_local_run_registers_and_promotes(local_run: dict[str, Any]) -> None:
     # figure is printed with -s and recorded in the issue notes.
     print(f"kfp.local run: {local_run['seconds']:.0f} s")
     c = MlflowClient(tracking_uri=local_run["mlflow"], registry_uri=local_run["mlflow"])
-    for r in ROUTERS:  # every router of the loop, trained and promoted once
-        name = r.model
+    for fam in TABLE.values():  # every family of the table, trained and promoted once
+        name = fam.model
         versions = c.search_model_versions(f"name='{name}'")
         assert [str(v.version) for v in versions] == ["1"], name
         v = versions[0]
@@ -874,43 +901,50 @@ def test_local_run_artifacts_and_gate(local_run: dict[str, Any]) -> None:
     assert merged["parameterValues"] == {"n_labels": 60, "md5": _label_md5(local_run["home"])}
 
     assert _metrics(root, "validate")["failed"] == 0
-    for r, train, register, promote, deploy in zip(
-        ROUTERS,
-        per_router("train"),
-        per_router("register"),
-        per_router("promote"),
-        per_router("deploy"),
-        strict=True,
-    ):
-        name = r.model
-        model_ref = json.loads(next(root.glob(f"*/{train}/model")).read_text())
-        assert model_ref["name"] == name and model_ref["version"] == "1"
-        assert model_ref["run_id"] and model_ref["uri"] == f"models:/{name}/1"
-        assert model_ref["backbone"] == r.backbone
-        assert model_ref["label_md5"] == merged["parameterValues"]["md5"]
+    from mlflow import MlflowClient
 
+    c = MlflowClient(tracking_uri=local_run["mlflow"], registry_uri=local_run["mlflow"])
+    for name, fam in TABLE.items():  # every family's branch, the same four components
+        train, register, promote, deploy = (branch(step, name) for step in BRANCH)
+        model_ref = json.loads(next(root.glob(f"*/{train}/model")).read_text())
+        assert (model_ref["router"], model_ref["name"], model_ref["version"]) == (
+            name, fam.model, "1",
+        )  # fmt: skip
+        assert model_ref["run_id"] and model_ref["uri"] == f"models:/{fam.model}/1"
+        # the labels the trainer received: the merged two-way labels, or its own set's
+        if fam.label_set:
+            own = _outputs(root, branch("label", name))["artifacts"]["labels"]["artifacts"]
+            assert model_ref["label_md5"] == own[0]["metadata"]["md5"], name
+        else:
+            assert model_ref["label_md5"] == merged["parameterValues"]["md5"], name
+        assert model_ref["corpora_labels"] == [], name  # the corpora step ran on none
+        assert _outputs(root, register)["parameterValues"]["version"] == "1"
         assert _outputs(root, promote)["parameterValues"]["Output"] is True
+        assert _metrics(root, promote)["promoted"] == 1
         # the gate held, so deploy ran, and said it rolled nothing out locally
         outcome = _outputs(root, deploy)["parameterValues"]["Output"]
         assert outcome.startswith("local run, not in a cluster: nothing rolled out")
-
-        # figures for the Kubeflow UI: the Metrics artifacts' metadata
+        # figures for the Kubeflow UI: the gate figures register read on the version are
+        # the test split's that train measured, for every family
+        trained, gate = _metrics(root, train), _metrics(root, register)
+        figures = {k.removeprefix("gate_"): v for k, v in gate.items() if k.startswith("gate_")}
+        assert figures, name
+        for key, value in figures.items():
+            assert value == pytest.approx(trained[f"test_{key}"], abs=1e-6), (name, key)
+    for r in ROUTERS:
+        model_ref = json.loads(next(root.glob(f"*/{branch('train', r.name)}/model")).read_text())
+        assert c.get_run(model_ref["run_id"]).data.params["router.backbone"] == r.backbone
         p = router_params(r.backbone)
-        trained = _metrics(root, train)
+        trained = _metrics(root, branch("train", r.name))
         assert p.tau_min <= trained["tau_star"] <= p.tau_max  # τ* is searched on that grid
         assert trained["tau_star"] == pytest.approx(model_ref["tau"])
         # the gate's recall@5 is the test split's hybrid Recall@5 that train measured
-        gate = _metrics(root, register)["gate_recall_at_5"]
-        assert 0.0 < gate <= 1.0
-        assert gate == pytest.approx(trained["test_recall_at_5"], abs=1e-6)
-        assert _metrics(root, promote)["promoted"] == 1
-    # the k-way branch: its own labels, model version 1, promoted (the first), deployed
+        assert 0.0 < _metrics(root, branch("register", r.name))["gate_recall_at_5"] <= 1.0
+    # the k-way and ADR branches: their own labels, their test figures
     assert _outputs(root, T["label-strategies"])["parameterValues"]["Output"] == 60
-    assert _outputs(root, T["train-kway"])["parameterValues"]["version"] == "1"
-    assert _outputs(root, T["promote-kway"])["parameterValues"]["Output"] is True
     assert 0.0 <= _metrics(root, T["train-kway"])["test_recall"] <= 1.0
-    outcome = _outputs(root, KWAY_DEPLOY)["parameterValues"]["Output"]
-    assert outcome.startswith("local run, not in a cluster: nothing rolled out")
+    assert _outputs(root, T["label-adr"])["parameterValues"]["Output"] == 60
+    assert 0.0 <= _metrics(root, T["train-adr"])["test_recall"] <= 1.0
     # the corpora step ran on none: an empty labels directory, handed to both trainers
     corpora = _outputs(root, "corpora")
     assert corpora["parameterValues"]["Output"] == 0
@@ -919,13 +953,6 @@ def test_local_run_artifacts_and_gate(local_run: dict[str, Any]) -> None:
     (labels_dir,) = [d / "labels" for d in _task_dirs(root, "corpora")]
     assert labels_dir.is_dir() and not any(labels_dir.iterdir())
     assert _metrics(root, "corpora")["queries"] == 0
-    # ADR's branch likewise: its operator labels, model version 1, promoted, deployed
-    assert _outputs(root, T["label-adr"])["parameterValues"]["Output"] == 60
-    assert _outputs(root, T["train-adr"])["parameterValues"]["version"] == "1"
-    assert _outputs(root, T["promote-adr"])["parameterValues"]["Output"] is True
-    assert 0.0 <= _metrics(root, T["train-adr"])["test_recall"] <= 1.0
-    outcome = _outputs(root, ADR_DEPLOY)["parameterValues"]["Output"]
-    assert outcome.startswith("local run, not in a cluster: nothing rolled out")
     evaluated = _metrics(root, "evaluate")
     assert {"retrieval_dense_recall_at_5", "routing_r2a_embed_recall_at_5"} <= set(evaluated)
     assert {"routing_r2a_recall_at_5"} <= set(evaluated)

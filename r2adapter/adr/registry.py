@@ -142,6 +142,7 @@ class AdrFamily:
     model = MODEL
     columns: AdrColumns = ADR_COLUMNS  # its registered model's (adr/columns.py)
     label_set = "adr"  # labels/<dataset>.adr.jsonl
+    train_device = "cpu"  # a numpy/scikit-learn head: seconds on the CPU
     train_command = "r2a train --dataset D --router adr"
     passed = "not worse on recall and FCR, not costlier in tokens, ms or passages"
 

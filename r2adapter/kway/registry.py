@@ -149,6 +149,7 @@ class KwayFamily:
     model = MODEL
     columns: KwayColumns = KWAY_COLUMNS  # its registered model's (kway/columns.py)
     label_set = "strategies"  # labels/<dataset>.strategies.jsonl
+    train_device = "cpu"  # a numpy/scikit-learn head: seconds on the CPU
     train_command = "r2a train --router kway"
     passed = "not worse on recall, not costlier in ms or passages"
 

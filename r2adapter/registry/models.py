@@ -237,7 +237,7 @@ def load_router(
     return load_alias(model_name(kind), alias, "`r2a train` then `r2a promote`", version=version)
 
 
-def _gate_tags(tags: dict[str, str]) -> dict[str, float]:
+def gate_tags(tags: dict[str, str]) -> dict[str, float]:
     """A version's gate figures: the two-way routers' metric tags, else every numeric tag
     (the k-way and ADR registries tag their test-split figures by name: recall, fcr, ...)."""
     gate = {m: float(tags[metric_key(m)]) for m in GATE_METRICS if metric_key(m) in tags}
@@ -276,7 +276,7 @@ def list_models(extra: dict[str, str] | None = None) -> list[dict[str, Any]]:
                     "version": int(v.version),
                     "aliases": aliases.get(str(v.version), []),
                     "run_id": v.run_id,
-                    "gate": _gate_tags(dict(v.tags)),
+                    "gate": gate_tags(dict(v.tags)),
                 }
             )
     return rows

@@ -111,6 +111,11 @@ class RouterFamily(Protocol):
         """The name of the label set the family writes itself (`label`: "strategies",
         "adr"; the `label` step's stats key), or "": it trains on the two-way labels."""
 
+    @property
+    def train_device(self) -> str:
+        """Where its trainer gains: "gpu" (the Kubeflow pipeline schedules its train task on
+        a GPU node, in the CUDA image: pipelines/retrain.py TRAINERS) or "cpu"."""
+
     def label_path(self, dataset: str) -> Path:
         """The label file of `dataset` this family trains on (a pipeline task puts its
         label artifact there first: `steps.receive_labels`)."""

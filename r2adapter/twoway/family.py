@@ -47,6 +47,14 @@ class TwoWayFamily:
         return self.kind.model
 
     @property
+    def train_device(self) -> str:
+        """Only a trainer that fine-tunes an encoder gains on a GPU: r2a (the MiniLM
+        backbone). The embedding head (r2a_embed) trains a linear layer over fixed
+        embeddings and was measured slower on one (6.5 s against 5.2 s on 16 CPU threads,
+        docs/routing.md)."""
+        return "cpu" if self.kind.backbone == "embedding" else "gpu"
+
+    @property
     def train_command(self) -> str:
         return "r2a train"
 
