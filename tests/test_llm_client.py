@@ -116,6 +116,7 @@ def _handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
             raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             req = Request(self.path, {k.lower(): v for k, v in self.headers.items()}, {})
+            counted = self.path == "/v1/chat/completions"
             try:
                 req.body = json.loads(raw)
                 reply = (
@@ -126,6 +127,9 @@ def _handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
                 if reply.delay:
                     server.stopping.wait(reply.delay)
                 data = reply.payload()
+                if counted:  # done before the reply leaves: the client's next request may
+                    counted = False  # arrive before this thread runs again
+                    server._done()
                 self.send_response(reply.status)
                 for k, v in {"Content-Type": "application/json", **reply.headers}.items():
                     self.send_header(k, v)
@@ -135,7 +139,7 @@ def _handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (a timeout test)
             finally:
-                if self.path == "/v1/chat/completions":
+                if counted:
                     server._done()
 
         def log_message(self, format: str, *args: object) -> None:
