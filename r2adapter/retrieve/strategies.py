@@ -19,7 +19,6 @@ from r2adapter.errors import R2AError
 if TYPE_CHECKING:
     from r2adapter.index.encoder import Encoder
     from r2adapter.retrieve.base import Retriever
-    from r2adapter.route.family import Champion
 
 # (dataset, encoder, **options) → the retriever; each imports its module on use
 Factory = Callable[..., "Retriever"]
@@ -115,12 +114,13 @@ def make_retriever(
     mode: str,
     dataset: str,
     encoder: Encoder | None = None,
-    champions: Callable[[str], Champion] | None = None,
+    champions: Callable[[str], Any] | None = None,
     **options: Any,
 ) -> Retriever:
     """The retriever of `mode` over an indexed `dataset`; `options` go to graph-walking
     strategies (`seed_triplets`, `params`, `cache`; catrag also `ablate`); `champions`: the
-    champion a family serves now, by name (the service's table), for a strategy that family
+    champion a family serves now, by name (the service's table; a `Champion` of
+    r2adapter/route/family.py, a room this one does not import), for a strategy that family
     decides."""
     s = STRATEGIES[check_strategy(mode)]
     kw = dict(options) if s.options else {}
