@@ -60,8 +60,10 @@ def test_outside_the_service_the_champion_is_loaded_once(monkeypatch: pytest.Mon
     """`r2a retrieve`, `r2a evaluate`, the benchmarks: one plain load on the first `adr`
     query, kept for the run (a promotion meanwhile is the next run's), no thread."""
     from r2adapter.adr import AdrUnavailable
+    from r2adapter.adr.strategies import register
     from r2adapter.retrieve.strategies import make_retriever
 
+    register()  # ADR's modes join the strategy table (as the CLI's and the steps' import does)
     before = set(threading.enumerate())
     registry = _Registry(monkeypatch)
     registry.version = None
