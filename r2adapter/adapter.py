@@ -1,5 +1,9 @@
 """R²Adapter Algorithm 1: route → dense, or graph with rewriting when p_graph < ε →
-optional answer. One object; every stage timed."""
+optional answer. One object; every stage timed.
+
+The service's (serving/state.py): its queries were checked at the HTTP door, the request
+model (serving/requests.py `validate_body`, run by serving/middleware.py), and are not
+checked again here or in the retrievers."""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ from r2adapter.adr.strategies import register as register_adr_strategies
 from r2adapter.errors import R2AError
 from r2adapter.index.encoder import Encoder
 from r2adapter.llm.reader import answer_prompt, format_passages, passage_text
-from r2adapter.retrieve.base import Hit, Retriever, check_query
+from r2adapter.retrieve.base import Hit, Retriever
 from r2adapter.retrieve.strategies import STRATEGIES
 from r2adapter.route.family import Champion, Route
 
@@ -89,7 +93,7 @@ class R2Adapter:
     def route(self, query: str) -> Route:
         """The champion's decision for one query; a router that reads the retrieval
         embedding gets it from the retrieval encoder, and retrieval reuses it."""
-        return self.route_many([check_query(query)])[0]
+        return self.route_many([query])[0]
 
     def route_many(self, queries: list[str]) -> list[Route]:
         """One decision for a batch (the service's /route batches come through here)."""
@@ -103,7 +107,6 @@ class R2Adapter:
         answer: bool = False,
         route: Route | None = None,
     ) -> AdapterResult:
-        query = check_query(query)
         t: dict[str, float] = {}
         t0 = time.perf_counter()
         if mode == "auto":

@@ -236,6 +236,8 @@ class RetrieveOut(Out):
     routing: str | None = None
     kway_version: str | None = None
     kway_note: str | None = None
+    adr_version: str | None = None  # the `adr` mode's champion
+    adr_note: str | None = None
 
 
 class RewriteOut(Out):
@@ -255,6 +257,8 @@ class InfoOut(Out):
     routing: str | None = None  # "kway" when the cost-aware router routes auto
     kway_version: str | None = None
     kway_note: str | None = None  # why the two-way champion routes instead
+    adr_version: str | None = None  # the champion the `adr` mode reads
+    adr_note: str | None = None  # why it has none, or why the last good one serves
     # router family → the version that failed to load: {version, attempts, retry_in_s}
     failed_versions: dict[str, dict[str, Any]] | None = None
     ready: bool | None = None

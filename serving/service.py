@@ -49,7 +49,6 @@ from serving.requests import (
     RewriteOut,
     RouteOut,
     TopK,
-    parse_request,
 )
 from serving.state import ServingState, Unavailable
 from serving.webhook import WebhookReceiver
@@ -354,16 +353,17 @@ class R2AService:
             FALLBACKS.labels(reason=fallback).inc()
 
     def _run(self, query: str, mode: str, top_k: int, answer: bool) -> RetrieveOut:
-        req = parse_request(query, mode, top_k)  # normalised by the middleware already
+        # the body was validated and normalised at the door (serving/middleware.py, with
+        # serving/requests.py `validate_body`): nothing below checks the query again
         if known_down():  # fail in microseconds, before the query is encoded
             raise DatabaseError("the database is down (circuit breaker open)")
-        res = self.state.adapter().run(req.query, req.mode, req.top_k, answer=answer)
-        if req.mode == "auto":
+        res = self.state.adapter().run(query, mode, top_k, answer=answer)
+        if mode == "auto":
             self._count(res.decision)
             if res.decision == "graph" and res.p_graph is not None and res.rewritten_query:
                 if res.rewritten or res.rewrite_fallback:
                     self._count_rewrite(res.rewrite_fallback)
-        RETRIEVALS.labels(mode=req.mode, decision=res.decision).inc()
+        RETRIEVALS.labels(mode=mode, decision=res.decision).inc()
         return RetrieveOut.model_validate({**res.to_dict(), **self.state.info()})
 
     @bentoml.api(route="/retrieve")

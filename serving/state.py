@@ -1,5 +1,6 @@
-"""What the service holds: the champion router (swapped without downtime when the alias
-moves), the retrievers of the served dataset, the rewriter and the answering LLM."""
+"""What the service holds: one champion per served router family (swapped without downtime
+when the alias moves), the retrievers of the served dataset, the rewriter and the answering
+LLM."""
 
 from __future__ import annotations
 
@@ -33,6 +34,10 @@ STALE = bentoml.metrics.Gauge(
     labelnames=["router"],
     multiprocess_mode="max",
 )
+
+
+# what serves instead while a family beside the two-way one has no champion
+WITHOUT = {"kway": ": auto follows the two-way champion"}
 
 
 class Unavailable(Exception):
@@ -84,9 +89,10 @@ class ServingState:
         # one champion per served family (r2adapter/families.py), loaded and swapped the
         # same way: the two-way kind (R2A_ROUTER) always; the cost-aware router over every
         # strategy too, which routes `auto` when it has a champion (R2A_KWAY=0 turns it
-        # off); without one the two-way champion routes, and /info says so
+        # off); without one the two-way champion routes, and /info says so; ADR's intent
+        # router, which the `adr` mode reads on each query (`champion_of`)
         self.kway_enabled = os.environ.get("R2A_KWAY", "1") not in ("0", "false", "no")
-        self.served = [self.kind, *(["kway"] if self.kway_enabled else [])]
+        self.served = [self.kind, *(["kway"] if self.kway_enabled else []), "adr"]
         self.champions: dict[str, Champion] = {}
         self.backoff = LoadBackoff()  # versions that failed to load wait before a retry
         self.unreachable: set[str] = set()  # families whose registry did not answer last
@@ -120,6 +126,15 @@ class ServingState:
     def kway(self) -> Champion | None:
         return self.champions.get("kway")
 
+    def champion_of(self, name: str) -> Champion:
+        """Family `name`'s champion as served now: what a retrieval strategy that family
+        decides reads on each query (the `adr` mode: `make_retriever`'s `champions`), so it
+        follows this table's swaps. None loaded: Unavailable saying why (a 503)."""
+        c = self.champions.get(name)
+        if c is None:
+            raise Unavailable(self.errors.get(name) or f"no {name} champion is loaded")
+        return c
+
     @property
     def champion_error(self) -> str:
         return self.errors.get(self.kind, "")
@@ -134,9 +149,6 @@ class ServingState:
         with self._reload_lock:
             for name in self.served:
                 self._reload(name)
-            from r2adapter.adr.retriever import refresh_champion
-
-            refresh_champion()  # the adr mode's champion follows a promotion (never raises)
         return self.info()
 
     def reload_now(self, wait_s: float | None = None) -> dict[str, Any]:
@@ -172,7 +184,7 @@ class ServingState:
 
         fam = family(name)
         two_way = name == self.kind
-        fallback = "" if two_way else ": auto follows the two-way champion"
+        fallback = WITHOUT.get(name, "")
         current = self.champions.get(name)
         serving = f"; v{current.version} (the last good one) serves" if current else ""
         try:
@@ -286,7 +298,7 @@ class ServingState:
         return self.dataset_env or getattr(self, "dataset_tag", None) or DEFAULT_DATASET
 
     def info(self) -> dict[str, Any]:
-        c, k = self.champion, self.kway
+        c, k, a = self.champion, self.kway, self.champions.get("adr")
         return {
             "router": self.kind,
             "router_version": c.version if c else None,
@@ -295,6 +307,8 @@ class ServingState:
             "routing": "kway" if k is not None else self.kind,
             "kway_version": k.version if k else None,
             "kway_note": scrub(self.kway_error) or None,
+            "adr_version": a.version if a else None,  # the `adr` mode's champion
+            "adr_note": scrub(self.errors.get("adr", "")) or None,
             # versions that failed to load, each tried again after `retry_in_s`
             "failed_versions": self.backoff.report() or None,
         }
@@ -329,7 +343,10 @@ class ServingState:
                 if mode in ("dense", "graph") or strategy.compose is not None:
                     continue  # a composite (fusion): the adapter composes it from these
                 try:  # a strategy its parameters rule out (not built yet) serves no request
-                    others[mode] = make_retriever(mode, self.dataset, self.encoder)
+                    # a family's strategy (adr) reads its champion from this table
+                    others[mode] = make_retriever(
+                        mode, self.dataset, self.encoder, champions=self.champion_of
+                    )
                 except R2AError as e:
                     log.warning("retrieval mode %s unavailable: %s", mode, e)
             self._adapter = R2Adapter(  # routed by the champion's family

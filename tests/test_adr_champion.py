@@ -1,119 +1,126 @@
-"""The `adr` strategy's champion classifier follows promotions as the service's R²Adapter
-champion does (r2adapter/adr/retriever.py): read on the first query, re-read when the
-alias moves (by the poll thread every R2A_CHAMPION_POLL_S seconds, or refresh_champion()),
-kept when the registry fails or the alias disappears. The registry is a stand-in here;
-tests/test_adr_integration.py follows a real promotion in MLflow."""
+"""Where the `adr` strategy reads its champion classifier (r2adapter/adr/retriever.py): from a
+source it is given. In the service that is the one champion table (serving/state.py
+`ServingState.champion_of`): ADR's row loads, follows the alias and keeps its last good
+version as every family's does, and the `adr` retriever reads the row on each query; no
+thread of ADR's own polls. Elsewhere the registered champion is loaded once. The registry
+is a stand-in here; tests/test_service_hardening.py follows a real promotion in the service."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
+import threading
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
 
 from r2adapter.adr import registry as adr_registry
 from r2adapter.adr import retriever
+from r2adapter.adr.router import AdrRouter, SoftmaxHead
 from r2adapter.registry import models
 
 pytestmark = pytest.mark.unit
 
 
-class _Registry:
-    """The alias's version (None: no alias), what a read of it raises, the loads made."""
+def _router(simple: float) -> AdrRouter:
+    """A head over 2-d embeddings: (1, 0) scores `simple` on simple, (0, 1) complex."""
+    head = SoftmaxHead(np.array([[simple, 0.0], [0.0, 0.0], [0.0, 9.0]]), np.zeros(3))
+    return AdrRouter(head, 0.6, "toy-encoder", "toyset")
 
-    def __init__(self) -> None:
+
+class _Registry:
+    """The alias's version (None: no alias) and the loads made."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.version: str | None = "1"
-        self.error: Exception | None = None
-        self.load_error: Exception | None = None
         self.loads: list[str] = []
+        monkeypatch.setattr(models, "version_by_alias", self.version_by_alias)
+        monkeypatch.setattr(adr_registry, "load_adr", self.load_adr)
 
     def version_by_alias(self, model: str, alias: str) -> Any:
-        assert (model, alias) == (adr_registry.MODEL, "champion")
-        if self.error:
-            raise self.error
-        return None if self.version is None else SimpleNamespace(version=self.version)
+        assert alias == "champion"
+        if model != adr_registry.MODEL or self.version is None:
+            return None
+        return SimpleNamespace(version=self.version, tags={})
 
-    def load_adr(self, alias: str = "champion", version: str | None = None) -> tuple[str, str]:
-        if self.load_error:
-            raise self.load_error
-        assert self.version is not None and version in (None, self.version)
+    def load_adr(self, alias: str = "champion", version: str | None = None) -> Any:
+        from r2adapter.adr import AdrUnavailable
+
+        if self.version is None:
+            raise AdrUnavailable(
+                "no champion for r2a-router-adr: run `r2a train --dataset D --router adr` "
+                "then `r2a promote --router adr`"
+            )
+        assert version in (None, self.version)
         self.loads.append(self.version)
-        return f"router v{self.version}", self.version
+        return _router(9.0 + int(self.version)), self.version
 
 
-@pytest.fixture
-def registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Registry]:
-    reg = _Registry()
-    monkeypatch.setattr(models, "version_by_alias", reg.version_by_alias)
-    monkeypatch.setattr(adr_registry, "load_adr", reg.load_adr)
-    monkeypatch.setenv("R2A_CHAMPION_POLL_S", "0")  # no thread unless a test asks for one
-    retriever.stop_poll()
-    retriever._ROUTER.clear()
-    retriever._BACKOFF.pop("adr")
-    yield reg
-    retriever.stop_poll()
-    retriever._ROUTER.clear()
-    retriever._BACKOFF.pop("adr")
-
-
-def test_the_champion_is_read_once_then_follows_the_alias(registry: _Registry) -> None:
-    assert retriever.champion() == ("router v1", "1")
-    assert retriever.champion() == ("router v1", "1") and registry.loads == ["1"]
-    registry.version = "2"  # promoted: served only once the alias is re-read
-    assert retriever.champion()[1] == "1"
-    assert retriever.refresh_champion() == "2"
-    assert retriever.champion() == ("router v2", "2") and registry.loads == ["1", "2"]
-    assert retriever.refresh_champion() == "2" and registry.loads == ["1", "2"]  # unchanged
-
-
-def test_a_registry_failure_or_a_lost_alias_keeps_the_champion(registry: _Registry) -> None:
-    retriever.champion()
-    registry.error = RuntimeError("registry down")
-    assert retriever.refresh_champion() == "1"
-    registry.error, registry.version = None, None  # the alias removed
-    assert retriever.refresh_champion() == "1"
-    registry.version, registry.load_error = "3", OSError("artifact missing")
-    assert retriever.refresh_champion() == "1"
-    assert retriever.champion() == ("router v1", "1") and registry.loads == ["1"]
-    # the version that failed waits out its backoff (issue 44): not loaded on the next poll
-    registry.load_error = None
-    assert retriever.refresh_champion() == "1" and registry.loads == ["1"]
-    assert retriever._BACKOFF.report()["adr"]["version"] == "3"
-
-
-def test_the_poll_thread_serves_a_promotion(
-    registry: _Registry, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("R2A_CHAMPION_POLL_S", "0.02")
-    assert retriever.champion()[1] == "1"
-    assert "champion" in retriever._POLL
-    registry.version = "2"
-    deadline = time.monotonic() + 5
-    while retriever.champion()[1] != "2" and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert retriever.champion() == ("router v2", "2")
-    retriever.stop_poll()
-    assert "champion" not in retriever._POLL
-    registry.version = "3"
-    time.sleep(0.1)
-    assert retriever.champion()[1] == "2"  # stopped: no further reads
-
-
-def test_no_champion_is_a_clear_error_and_starts_no_poll(
-    registry: _Registry, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_outside_the_service_the_champion_is_loaded_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`r2a retrieve`, `r2a evaluate`, the benchmarks: one plain load on the first `adr`
+    query, kept for the run (a promotion meanwhile is the next run's), no thread."""
     from r2adapter.adr import AdrUnavailable
+    from r2adapter.adr.strategies import register
+    from r2adapter.retrieve.strategies import make_retriever
 
-    def none(alias: str = "champion", version: str | None = None) -> tuple[str, str]:
-        raise AdrUnavailable("no champion for r2a-router-adr: run `r2a train --router adr`")
+    register()  # ADR's modes join the strategy table (as the CLI's and the steps' import does)
+    before = set(threading.enumerate())
+    registry = _Registry(monkeypatch)
+    registry.version = None
+    r = make_retriever("adr", "toyset")
+    assert isinstance(r, retriever.AdrRetriever) and registry.loads == []  # none yet
+    with pytest.raises(AdrUnavailable, match="r2a train --dataset D --router adr"):
+        r.champion()
+    registry.version = "1"  # registered since: the next query loads it
+    assert r.champion().version == "1" and r.champion().name == "adr"
+    registry.version = "2"
+    assert r.champion().version == "1" and registry.loads == ["1"]
+    assert make_retriever("adr", "toyset").champion().version == "2"  # the next run's
+    assert set(threading.enumerate()) <= before  # no thread of its own (adr-champion-poll)
 
-    monkeypatch.setattr(adr_registry, "load_adr", none)
-    monkeypatch.setenv("R2A_CHAMPION_POLL_S", "0.02")
-    with pytest.raises(AdrUnavailable, match="r2a train"):
-        retriever.champion()
-    assert "champion" not in retriever._POLL and retriever._ROUTER == {}
+
+def test_the_service_serves_adr_from_its_one_champion_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """ADR is a row of the service's champion table: loaded by the table's reload, and the
+    `adr` retriever the service builds reads that row on each query, so a promotion is
+    served after the next poll or /reload, with no poll thread of ADR's own. Without a
+    champion the mode's error names the commands (a 503 from the service)."""
+    from r2adapter.registry import backoff
+    from r2adapter.retrieve.strategies import make_retriever
+    from serving.state import ServingState, Unavailable
+
+    before = set(threading.enumerate())
+    registry = _Registry(monkeypatch)
+    registry.version = None
+    st = object.__new__(ServingState)
+    st.kind, st.dataset_env, st.champions, st.errors = "r2a", "toyset", {}, {}
+    st.unreachable, st.backoff, st._lock = set(), backoff.LoadBackoff(), threading.Lock()
+    st.encoder = SimpleNamespace(encode=lambda qs: np.tile([1.0, 0.0], (len(qs), 1)))
+    r = make_retriever("adr", "toyset", champions=st.champion_of)
+    assert isinstance(r, retriever.AdrRetriever)
+    st._reload("adr")
+    with pytest.raises(Unavailable) as e:
+        r.champion()
+    assert str(e.value) == (
+        "no adr champion in the registry: run `r2a train --dataset D --router adr` and "
+        "`r2a promote --router adr`"
+    )
+    registry.version = "1"
+    st._reload("adr")
+    assert r.champion() is st.champions["adr"] and r.champion().version == "1"
+    (route,) = r.champion().route(["q"], np.array([[1.0, 0.0]]))
+    assert (route.strategy, route.version, route.router) == ("simple", "1", "adr")
+    registry.version = "2"  # promoted: served once the table re-reads the alias
+    assert r.champion().version == "1"
+    st._reload("adr")
+    assert r.champion().version == "2" and registry.loads == ["1", "2"]
+    st.champions["r2a"] = st.champions["adr"]  # info() reads the two-way row too
+    assert st.info()["adr_version"] == "2" and st.info()["adr_note"] is None
+    registry.version = None  # the alias removed: the last good one serves, and says so
+    st._reload("adr")
+    assert r.champion().version == "2" and "gone" in st.info()["adr_note"]
+    assert set(threading.enumerate()) <= before  # no thread of its own (adr-champion-poll)
 
 
 class _Encoder:

@@ -5,7 +5,6 @@ rows, and the bad inputs (no hypergraph, a failed write)."""
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -166,27 +165,17 @@ def _registry(name: str, env: dict[str, str]) -> None:
     assert trained["router"] == "adr" and 0 <= trained["test_recall"] <= 1
     first = step("promote", "--router", "adr")
     assert first["promoted"] and "first model" in first["reasons"][0]
-    # the process serving `adr` follows the promotion (here refreshed at once, no poll)
-    from r2adapter.adr import retriever
+    # outside the service a run reads the champion of its start, loaded once (the service
+    # follows promotions through its champion table: tests/test_service_hardening.py)
+    from r2adapter.adr.retriever import registered_champion
 
-    saved = os.environ.get("R2A_CHAMPION_POLL_S")
-    os.environ["R2A_CHAMPION_POLL_S"] = "0"
-    retriever.stop_poll()
-    retriever._ROUTER.clear()
-    try:
-        _, v1 = retriever.champion()
-        step("train", "--dataset", name, "--router", "adr")
-        assert retriever.refresh_champion() == v1  # a candidate: the champion stays
-        second = step("promote", "--router", "adr")
-        assert second["promoted"] and second["champion_metrics"] == second["candidate_metrics"]
-        v2 = retriever.refresh_champion()
-        assert v2 == str(int(v1) + 1) and retriever.champion()[1] == v2
-    finally:
-        retriever._ROUTER.clear()
-        if saved is None:
-            os.environ.pop("R2A_CHAMPION_POLL_S", None)
-        else:
-            os.environ["R2A_CHAMPION_POLL_S"] = saved
+    run = registered_champion()
+    v1 = run().version
+    step("train", "--dataset", name, "--router", "adr")
+    assert registered_champion()().version == v1  # a candidate: the champion stays
+    second = step("promote", "--router", "adr")
+    assert second["promoted"] and second["champion_metrics"] == second["candidate_metrics"]
+    assert run().version == v1 and registered_champion()().version == str(int(v1) + 1)
     for mode in ("adr", "adr_complex"):
         r = run_cli(["retrieve", "--dataset", name, "--mode", mode, "--json", "Who?"], env)
         assert r.returncode == 0, r.stderr[-2000:]

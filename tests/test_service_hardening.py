@@ -23,7 +23,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from tests.conftest import ROOT, run_cli, served_store, serving
+from tests.conftest import ROOT, environ, run_cli, served_store, serving
 
 KEY = "test-key-123"
 Q = {"query": "Who is the father of the director of the film?", "mode": "dense", "top_k": 2}
@@ -80,7 +80,7 @@ def svc(
         assert r.returncode == 0, (args, r.stderr[-2000:])
     log = tmp / "serve.log"
     with serving(env, log) as url:
-        yield {"url": url, "log": str(log)}
+        yield {"url": url, "log": str(log), "env": json.dumps(env)}
     llm.shutdown()
 
 
@@ -176,6 +176,44 @@ def test_reload_needs_the_key(svc: dict[str, str]) -> None:
     assert r.status_code == 200 and r.json()["router_version"] == "1", r.text
     # the key guards /reload only unless R2A_API_KEY_ALL=1
     assert post(url, "/retrieve", json.dumps(Q), "application/json").status_code == 200
+
+
+@pytest.mark.integration
+def test_a_promoted_adr_champion_is_served_after_reload(svc: dict[str, str]) -> None:
+    """ADR's champion is a row of the service's one champion table: a promotion is served
+    after /reload (the reload, backoff and /info every family has) and the `adr` mode
+    decides with it; the service's state runs no poll thread of ADR's own."""
+    from serving.state import ServingState
+
+    url, env = svc["url"], json.loads(svc["env"])
+    info = post(url, "/info", "{}", "application/json").json()
+    assert info["adr_version"] and info["adr_note"] is None, info
+    for args in (
+        ["train", "--dataset", "musmini", "--router", "adr"],
+        ["promote", "--router", "adr"],
+    ):
+        r = run_cli(args, env, timeout=900)
+        assert r.returncode == 0, (args, r.stderr[-2000:])
+    new = str(int(info["adr_version"]) + 1)
+    ok = {"Authorization": f"Bearer {KEY}"}
+    deadline = time.monotonic() + 60
+    while (
+        post(url, "/reload", "{}", "application/json", headers=ok).json().get("adr_version") != new
+    ):
+        assert time.monotonic() < deadline, "the promoted adr champion was not served in 60 s"
+        time.sleep(1)
+    r = post(url, "/retrieve", json.dumps({**Q, "mode": "adr"}), "application/json")
+    assert r.status_code == 200 and r.json()["adr_version"] == new, r.text
+    with environ(env):  # the same state in this process: the adr mode reads the table
+        st = ServingState()
+        try:
+            assert st.info()["adr_version"] == new
+            st.adapter().run(Q["query"], "adr", 2)
+            decided = st.adapter().retrievers["adr"].last["decision"]  # type: ignore[attr-defined]
+            assert f"(r2a-router-adr v{new})" in decided, decided
+            assert "adr-champion-poll" not in [t.name for t in threading.enumerate()]
+        finally:
+            st.close()
 
 
 @pytest.mark.integration

@@ -7,37 +7,29 @@ The hypergraph is read on the first query, once per dataset and index version fo
 ADR strategy of the process; a dataset without one is an AdrUnavailable naming the command
 that builds it (the service answers 503, the CLI one line and exit 1).
 
-The champion classifier is read on the first `adr` query and then follows promotions as the
-service's R²Adapter champion does (serving/state.py): a thread re-reads the alias every
-R2A_CHAMPION_POLL_S seconds (10 by default) and, when its version changed, loads the new
-one while the old one serves; `refresh_champion()` does the same at once (the service's
-POST /reload can call it). A registry error or a removed alias keeps the model served."""
+`adr` reads its champion from a source it is given (`make_retriever`'s `champions`): the
+service hands it its one champion table (serving/state.py `ServingState.champion_of`), so a
+promotion is served through the same poll, /reload, backoff and stale report as every
+family's; elsewhere (`r2a retrieve`, `r2a evaluate retrieval`, the benchmarks) the
+registered champion is loaded once, on the first `adr` query (`registered_champion`): a run
+reads the champion of its start, and no thread follows the alias."""
 
 from __future__ import annotations
 
-import logging
-import os
 import threading
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from r2adapter.adr.operators import AdrOperators
-from r2adapter.registry.backoff import LoadBackoff
 from r2adapter.retrieve.base import Hit, Retriever
+from r2adapter.route.family import Champion, ChampionSource
 
 if TYPE_CHECKING:
-    from r2adapter.adr.router import AdrRouter
     from r2adapter.index.encoder import Encoder
 
-log = logging.getLogger(__name__)
 _LOCK = threading.Lock()
-_LOADING = threading.Lock()  # one champion load at a time (the first query's, or the poll's)
 _OPERATORS: dict[str, AdrOperators] = {}  # dataset → the loaded hypergraph's operators
-_ROUTER: dict[str, tuple[AdrRouter, str]] = {}  # "champion" → (router, version)
-_BACKOFF = LoadBackoff()  # a champion version that failed to load waits before a retry
-# "champion" → the thread following promotions and the event that stops it
-_POLL: dict[str, tuple[threading.Thread, threading.Event]] = {}
 
 
 def operators(dataset: str) -> AdrOperators:
@@ -52,100 +44,38 @@ def operators(dataset: str) -> AdrOperators:
     return ops
 
 
-def poll_seconds() -> float:
-    """R2A_CHAMPION_POLL_S, as the service polls the R²Adapter champion (10 s by default)."""
-    return float(os.environ.get("R2A_CHAMPION_POLL_S", "10"))
+def registered_champion() -> ChampionSource:
+    """The registered champion, loaded on the first call and then kept (a plain load, no
+    thread): what `adr` decides with outside the service. None registered: AdrUnavailable
+    naming the commands that make one (asked again on the next call)."""
+    loaded: list[Champion] = []
+    lock = threading.Lock()
 
+    def source() -> Champion:
+        from r2adapter.adr.registry import AdrFamily, load_adr
 
-def champion() -> tuple[AdrRouter, str]:
-    """The champion classifier and its version: read on the first call (none registered: an
-    AdrUnavailable naming the commands), then kept current by the poll thread."""
-    from r2adapter.adr.registry import load_adr
+        with lock:
+            if not loaded:
+                router, version = load_adr("champion")
+                loaded.append(Champion(AdrFamily(), router, version))
+            return loaded[0]
 
-    with _LOCK:
-        served = _ROUTER.get("champion")
-    if served is not None:
-        return served
-    with _LOADING:
-        with _LOCK:
-            served = _ROUTER.get("champion")
-        if served is None:
-            served = load_adr("champion")
-            with _LOCK:
-                _ROUTER["champion"] = served
-    _start_poll()
-    return served
-
-
-def refresh_champion() -> str | None:
-    """Re-read the champion alias now; when its version differs from the one served, load
-    the new one (the old one serves until it is loaded). Returns the version served (None:
-    none loaded yet, and none registered). A registry error or a removed alias keeps what
-    is served, logged."""
-    from r2adapter.adr.registry import MODEL, load_adr
-    from r2adapter.registry.models import version_by_alias
-
-    with _LOCK:
-        served = _ROUTER.get("champion")
-    current = served[1] if served else None
-    v = None
-    try:
-        v = version_by_alias(MODEL, "champion")
-        if v is None or str(v.version) == current:
-            return current
-        if _BACKOFF.wait_s("adr", str(v.version)) > 0:  # failed a moment ago: not every poll
-            return current
-        with _LOADING:
-            router, version = load_adr("champion", str(v.version))
-            with _LOCK:
-                _ROUTER["champion"] = (router, version)
-        _BACKOFF.pop("adr")
-        log.info("adr: serving %s v%s (was v%s)", MODEL, version, current)
-        return version
-    except Exception as e:  # the registry unreachable: keep serving the model we have
-        if v is not None:  # the version itself failed to load: back off from it
-            wait = _BACKOFF.failed("adr", str(v.version), str(e))
-            log.warning(
-                "adr: champion v%s failed to load (%s: %s); v%s serves, next try in %.0f s",
-                v.version, type(e).__name__, e, current, wait,
-            )  # fmt: skip
-            return current
-        log.warning("adr: champion not re-read (%s: %s); v%s serves", type(e).__name__, e, current)
-        return current
-
-
-def _start_poll() -> None:
-    every = poll_seconds()
-    with _LOCK:
-        if "champion" in _POLL or every <= 0:  # R2A_CHAMPION_POLL_S=0: no polling
-            return
-        stop = threading.Event()
-        t = threading.Thread(
-            target=_poll, args=(every, stop), name="adr-champion-poll", daemon=True
-        )
-        _POLL["champion"] = (t, stop)
-    t.start()
-
-
-def stop_poll() -> None:
-    """Stop following promotions (the next champion() starts again)."""
-    with _LOCK:
-        polling = _POLL.pop("champion", None)
-    if polling is not None:
-        polling[1].set()
-        polling[0].join()
-
-
-def _poll(every: float, stop: threading.Event) -> None:
-    while not stop.wait(every):
-        refresh_champion()
+    return source
 
 
 class AdrRetriever(Retriever):
     operator = ""  # simple | moderate | complex; "" for the router
 
-    def __init__(self, dataset: str, encoder: Encoder | None = None) -> None:
+    def __init__(
+        self,
+        dataset: str,
+        encoder: Encoder | None = None,
+        champion: ChampionSource | None = None,
+    ) -> None:
+        """`champion`: where `adr` reads the champion that decides, on each query (None:
+        `registered_champion()`, loaded once)."""
         self.dataset = dataset
+        self.champion = champion or registered_champion()
         self.mode = f"adr_{self.operator}" if self.operator else "adr"
         self._encoder = encoder
         self.last: dict[str, object] = {}  # the last query's operator, decision, tokens
@@ -166,11 +96,13 @@ class AdrRetriever(Retriever):
             qvec = self.encoder.encode_query(query)
         op, decision = self.operator, "forced"
         if not op:
-            router, version = champion()
-            d = router.decide(qvec[None, :])[0]
-            op = d.operator
-            decision = f"{d.predicted} {d.confidence:.2f}" + (" fallback" if d.fallback else "")
-            decision += f" (r2a-router-adr v{version})"
+            champ = self.champion()  # the one served now: a promotion is in on its next query
+            (r,) = champ.route([query], qvec[None, :])
+            op = r.strategy
+            predicted = max(r.scores, key=r.scores.__getitem__)  # eq. 1's argmax, its p
+            fallback = " fallback" if r.fallback else ""
+            decision = f"{predicted} {r.scores[predicted]:.2f}{fallback}"
+            decision += f" ({champ.family.model} v{champ.version})"
         c = ops.run(op, qvec, query)
         ranked = c.passages[:k]
         texts = passages_by_id(self.dataset, [pid for pid, _ in ranked])

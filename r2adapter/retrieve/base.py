@@ -26,7 +26,10 @@ class Retriever(ABC):
 
     @abstractmethod
     def retrieve(self, query: str, k: int = 5, qvec: np.ndarray | None = None) -> list[Hit]:
-        """Top-k passages; `qvec` is the query embedding when the caller already has it."""
+        """Top-k passages; `qvec` is the query embedding when the caller already has it.
+        `query` was checked at its caller's door (`check_query`: the service's request
+        model, `r2a retrieve`'s steps.retrieve, stored questions at load: data/validate.py):
+        a retriever does not check it again."""
 
 
 # Unicode categories a reader can see: letters, numbers, punctuation, symbols. A query of
@@ -50,6 +53,8 @@ def query_problem(query: object) -> str | None:
 
 
 def check_query(query: str) -> str:
+    """The query stripped, or R2AError saying why it is no question: a library door's one
+    check (steps.retrieve, r2adapter/adr/service.py `answer`)."""
     problem = query_problem(query)
     if problem:
         raise R2AError(problem)

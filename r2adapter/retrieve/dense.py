@@ -8,7 +8,7 @@ from psycopg import sql
 from r2adapter.config import graph_params
 from r2adapter.errors import R2AError
 from r2adapter.index.encoder import Encoder, get_encoder
-from r2adapter.retrieve.base import Hit, Retriever, check_query
+from r2adapter.retrieve.base import Hit, Retriever
 from r2adapter.store.db import connection
 from r2adapter.store.graph_store import IndexVersion, require_version, vector_type
 
@@ -45,8 +45,7 @@ class DenseRetriever(Retriever):
         self._ef = graph_params().hnsw_ef_search
 
     def retrieve(self, query: str, k: int = 5, qvec: np.ndarray | None = None) -> list[Hit]:
-        query = check_query(query)
-        vec = self.encoder.encode_query(query) if qvec is None else qvec
+        vec = self.encoder.encode_query(query.strip()) if qvec is None else qvec
         with connection() as conn:
             conn.execute(
                 sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(self._ef, k)))

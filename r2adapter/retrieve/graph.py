@@ -11,7 +11,7 @@ import numpy as np
 
 from r2adapter.config import GraphParams, graph_params, rewrite_params
 from r2adapter.index.encoder import Encoder, get_encoder
-from r2adapter.retrieve.base import Hit, Retriever, check_query
+from r2adapter.retrieve.base import Hit, Retriever
 from r2adapter.retrieve.dense import check_encoder
 from r2adapter.retrieve.graph_index import GRAPHS, GraphCache, GraphIndex, Operator
 from r2adapter.retrieve.ppr import (
@@ -285,7 +285,7 @@ class GraphRetriever(Retriever):
         return self.rewrite.seed_weight if self.seed_weight is None else self.seed_weight
 
     def retrieve(self, query: str, k: int = 5, qvec: np.ndarray | None = None) -> list[Hit]:
-        query = check_query(query)
+        query = query.strip()  # a stored question may keep spaces at its ends
         vec = self.encoder.encode_query(query) if qvec is None else qvec
         texts: list[str] = []
         if self.seed_triplets:  # rewrite.link_heads: only heads the graph knows (issue 24)

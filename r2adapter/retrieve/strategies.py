@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from r2adapter.config import CATRAG_PARTS
@@ -33,6 +34,9 @@ class Strategy:
     # their retrievers (the adapter composes it from the ones it already holds)
     bases: tuple[str, ...] = ()
     compose: Callable[..., Retriever] | None = None
+    # the router family whose champion decides (ADR's `adr`): `make_retriever` hands the
+    # factory `champion`, a source of the one its caller serves (without one, it loads its own)
+    family: str = ""
 
 
 def _dense(dataset: str, encoder: Encoder | None) -> Retriever:
@@ -107,13 +111,21 @@ def check_strategies(modes: Iterable[str] | None) -> tuple[str, ...]:
 
 
 def make_retriever(
-    mode: str, dataset: str, encoder: Encoder | None = None, **options: Any
+    mode: str,
+    dataset: str,
+    encoder: Encoder | None = None,
+    champions: Callable[[str], Any] | None = None,
+    **options: Any,
 ) -> Retriever:
     """The retriever of `mode` over an indexed `dataset`; `options` go to graph-walking
-    strategies (`seed_triplets`, `params`, `cache`; catrag also `ablate`)."""
+    strategies (`seed_triplets`, `params`, `cache`; catrag also `ablate`); `champions`: the
+    champion a family serves now, by name (the service's table; a `Champion` of
+    r2adapter/route/family.py, a room this one does not import), for a strategy that family
+    decides."""
     s = STRATEGIES[check_strategy(mode)]
-    if not s.options:
-        return s.make(dataset, encoder)
+    kw = dict(options) if s.options else {}
     if not s.ablate:
-        options = {k: v for k, v in options.items() if k != "ablate"}
-    return s.make(dataset, encoder, **options)
+        kw.pop("ablate", None)
+    if s.family and champions is not None:
+        kw["champion"] = partial(champions, s.family)
+    return s.make(dataset, encoder, **kw)

@@ -183,3 +183,8 @@ class Champion:
         encode: Encode | None = None,
     ) -> list[Route]:
         return self.family.route(self.model, list(queries), qvecs, self.version, encode)
+
+
+# where a retrieval strategy that a family's champion decides (ADR's `adr`) reads the one
+# serving now, on each query: the service's champion table, else a plain load of it
+ChampionSource = Callable[[], Champion]
