@@ -67,13 +67,15 @@ def test_the_projects_sweeps_are_dvc_stages_off_the_loop() -> None:
     """dvc.yaml's `sweep` rows are params.yaml's sweeps in its order, each stage runs
     `r2a evaluate sweep --name` its name into its `out` (kept in git, not in DVC's cache),
     and `make run` reproduces the loop's stages only (the sweeps take hours)."""
+    # this checkout's params.yaml, whatever project an earlier test pointed settings() at
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    assert list(params["sweeps"]) == sweep_names() == ["quality", "routing"]
+    names = sweep_names(_data=params)
+    assert list(params["sweeps"]) == names == ["quality", "routing"]
     dvc = yaml.safe_load((ROOT / "dvc.yaml").read_text())
     (rows,) = [v["sweep_stages"] for v in dvc["vars"] if "sweep_stages" in v]
-    assert list(rows) == sweep_names()
+    assert list(rows) == names
     for name, row in rows.items():
-        sweep = sweep_params(name)
+        sweep = sweep_params(name, _data=params)
         assert row["out"] == sweep.out and sweep.out.startswith("benchmarks/results/")
         assert (ROOT / sweep.out).is_file(), f"{sweep.out}: the committed result is missing"
         assert set(SWEEP_KEYS[sweep.kind]) >= set(params["sweeps"][name]) - {"kind", "out"}
