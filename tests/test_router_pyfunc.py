@@ -7,7 +7,9 @@ missing query with MLflow's one-line error."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import mlflow.pyfunc
@@ -16,8 +18,9 @@ import pandas as pd
 import pytest
 from mlflow.exceptions import MlflowException
 
+from r2adapter.errors import R2AError
 from r2adapter.families import FAMILIES
-from r2adapter.registry.models import register_candidate
+from r2adapter.registry.models import load_alias, register_candidate
 from r2adapter.registry.pyfunc import RouterModel
 from r2adapter.registry.tracking import mlflow_setup
 from r2adapter.route.family import Route
@@ -102,7 +105,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
                 versions[name] = register_candidate(
                     family.model, name, family.columns, ROUTERS[name]().save, "toyset", {}
                 )
-        yield versions
+        yield {**versions, "_uri": env["MLFLOW_TRACKING_URI"]}
 
 
 def test_every_family_has_a_router_here() -> None:
@@ -135,3 +138,35 @@ def test_the_one_pyfunc_serves_the_family(name: str, store: dict[str, str]) -> N
     with pytest.raises(MlflowException) as e:
         loaded.predict(pd.DataFrame({"query": [None]}))
     assert str(e.value) == "column 'query' must hold non-empty strings: row 0 is None"
+
+
+def test_a_model_of_an_older_release_is_refused_in_one_line(
+    store: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A version saved by an older r2adapter (a PythonModel class of a module this code no
+    longer has, as kway/pyfunc.py was) is one line naming the retraining, not a traceback
+    from the unpickler."""
+    old = tmp_path / "src"
+    old.mkdir()
+    (old / "r2a_gone_pyfunc.py").write_text(
+        "import mlflow.pyfunc\n\n"
+        "class KwayModel(mlflow.pyfunc.PythonModel):\n"
+        "    def predict(self, context, model_input, params=None):\n"
+        "        return model_input\n"
+    )
+    monkeypatch.syspath_prepend(str(old))
+    import r2a_gone_pyfunc  # the older release's module, while it exists
+
+    name = "r2a-router-older"
+    with environ({"MLFLOW_TRACKING_URI": store["_uri"]}):
+        with mlflow.start_run(experiment_id=mlflow_setup()):
+            mlflow.pyfunc.log_model(
+                name="model", python_model=r2a_gone_pyfunc.KwayModel(), registered_model_name=name
+            )
+        monkeypatch.delitem(sys.modules, "r2a_gone_pyfunc")
+        (old / "r2a_gone_pyfunc.py").unlink()  # the upgrade: the module is gone
+        with pytest.raises(R2AError) as e:
+            load_alias(name, "champion", "`r2a train --router kway`", version="1")
+    assert "\n" not in str(e.value)
+    assert str(e.value).startswith(f"{name} v1 cannot be loaded by this code (No module named")
+    assert str(e.value).endswith("is retrained: run `r2a train --router kway`")

@@ -225,9 +225,16 @@ def load_alias(
     path = list(sys.path)
     try:
         loaded = mlflow.pyfunc.load_model(str(local_model(model, version)))
+        router = loaded.unwrap_python_model().router
+    except (ModuleNotFoundError, AttributeError) as e:  # its classes are not this code's
+        why = (str(e).splitlines() or [type(e).__name__])[0][:200]
+        raise error(
+            f"{model} v{version} cannot be loaded by this code ({why}); a model saved by an "
+            f"older r2adapter (before the one router pyfunc) is retrained: run {commands}"
+        ) from e
     finally:  # MLflow prepends the model's code folder, one more entry each reload: none kept
         sys.path[:] = path
-    return loaded.unwrap_python_model().router, version
+    return router, version
 
 
 def load_router(
