@@ -539,6 +539,13 @@ class KwayParams:
     budget_candidates: tuple[float, ...] = (0.3, 0.5, 0.7, 1.0)
     transfer_candidates: tuple[str, ...] = ()  # kway.transfer rules the fold may choose
     loco_tolerance: float = 0.01
+    # the trim (kway/trim.py, issue 40): after retrieval, hand the reader only the first k of
+    # the fold's best base strategy where a classifier over dense/base agreement says base@k
+    # recalls what base@5 does; the base, of trim_bases, and the threshold, of
+    # trim_thresholds, are chosen in each fold on nested transfers (empty trim_bases: off)
+    trim_bases: tuple[str, ...] = ()
+    trim_ks: tuple[int, ...] = (1, 2, 3)
+    trim_thresholds: tuple[float, ...] = (0.8, 0.85, 0.9, 0.95, 0.97, 0.99)
     # no head confident: `best`, the best single strategy within the passage budget;
     # `affordable`, the best one whose mean ms is also within the cost cap; `searched`,
     # whichever of the two the validation search scores higher (with the thresholds)
@@ -589,6 +596,11 @@ class KwayParams:
             for cand in self.route_candidates:
                 stray = [x.strip() for x in cand.split(",") if x.strip() not in self.strategies]
                 _need(not stray, f"kway.route_candidates: {stray} not in kway.strategies")
+        _need(
+            all(k >= 1 for k in self.trim_ks) and all(0 < t <= 1 for t in self.trim_thresholds),
+            f"kway.trim_ks: passage counts >= 1 and kway.trim_thresholds in (0, 1], not "
+            f"{self.trim_ks}, {self.trim_thresholds}",
+        )
         bad = [t for t in self.transfer_candidates if t not in TRANSFERS]
         _need(not bad, f"kway.transfer_candidates: {bad} not among {', '.join(TRANSFERS)}")
         _need(

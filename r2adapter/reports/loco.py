@@ -45,6 +45,7 @@ from r2adapter.kway.transfer import (
     read_corpora,
     training_corpora,
 )
+from r2adapter.kway.trim import choose_base, choose_trim, fit_trim, trim_features, trim_strategies
 from r2adapter.reports.plane import paired_rows
 
 
@@ -68,7 +69,11 @@ def loco_report(
             f"loco: no other corpus has strategy labels to train on; run `r2a label --dataset "
             f"C` for another corpus C (held out: {dataset})"
         )
-    names, table, data = read_corpora((*train_on, dataset), every, prof.name)
+    trims = [t for b in every.trim_bases for t in trim_strategies(b, every.trim_ks)]
+    extra = tuple(dict.fromkeys(t for t in trims if t not in every.strategies))
+    names, table, data = read_corpora(
+        (*train_on, dataset), replace(every, strategies=every.strategies + extra), prof.name
+    )
     groups = corpus_groups(train_on, data)
     pool = list(groups.values())
     held = data[dataset]
@@ -117,6 +122,9 @@ def loco_report(
         routers[f"oracle_routed{row[4:]}"] = router_figures(
             oracle_choice(m, table, cols), zero, m, table, qt
         )
+    if every.trim_bases:
+        trim_row(dataset, groups, held, names, table, every, qt, routers, choices, latencies,
+                 points, notes)  # fmt: skip
     routers["oracle"] = router_figures(
         oracle_choice(m, table, range(len(table))), zero, m, table, qt
     )
@@ -158,6 +166,57 @@ def loco_report(
             for row, ch in choices.items()
         },
     }
+
+
+def trim_row(
+    dataset: str,
+    groups: dict[str, _Corpus],
+    held: _Corpus,
+    names: Sequence[str],
+    table: Sequence[Any],
+    every: Any,
+    qt: Sequence[str],
+    routers: dict[str, Any],
+    choices: dict[str, np.ndarray],
+    latencies: dict[str, np.ndarray],
+    points: dict[str, Any],
+    notes: list[str],
+) -> None:
+    """The `trim` row (kway/trim.py): its base and threshold chosen on the training
+    corpora's nested transfers, then fitted on all of them and applied to `dataset`. Its
+    routing cost is dense retrieval's (the ranking it compares base's with), at each
+    query's labelled price."""
+    views = graphs()
+    base = choose_base(groups, names, every.trim_bases)
+
+    def feats(name: str, d: _Corpus) -> np.ndarray:  # a group's passages: its first member's
+        return trim_features(d.labels, d.qv, views.get(name.split("+")[0]), base)
+
+    x = {k: feats(k, d) for k, d in groups.items()}
+    point, rows = choose_trim(groups, names, every, x)
+    cols = [names.index(s) for s in trim_strategies(base, every.trim_ks)]
+    pooled = np.vstack(list(x.values()))
+    m = {k: np.concatenate([d.m[k] for d in groups.values()]) for k in held.m}
+    trim = fit_trim(pooled, m, cols, every.seed)
+    if point.threshold is None:
+        choice = np.full(len(held.labels), cols[-1])
+    else:
+        choice = trim.decide(feats(dataset, held), point.threshold)
+    route_ms = np.array([lab.prices(every.cost).get("dense", 0.0) for lab in held.labels])
+    routers["trim"] = router_figures(choice, route_ms, held.m, table, qt)
+    choices["trim"], latencies["trim"] = choice, route_ms
+    points["trim"] = {
+        "point": "chosen in the fold",
+        "base": base,
+        "ks": list(every.trim_ks),
+        "threshold": point.threshold,
+        "nested": rows,
+    }
+    notes.append(
+        f"trim (chosen in the fold): {base} cut to the first k of {list(every.trim_ks)} where"
+        f" the classifier's probability reaches {point.threshold} (None: never); fitted on "
+        f"{' + '.join(groups)}; {dataset} held out; routing cost: dense retrieval's ms"
+    )
 
 
 def _profile_cost(d: _Corpus, profile: str, choice: np.ndarray, route_ms: np.ndarray) -> np.ndarray:

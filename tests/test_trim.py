@@ -1,0 +1,145 @@
+"""The trim (issue 40, r2adapter/kway/trim.py): after retrieval, how many of the base
+strategy's passages a query is handed, and the threshold chosen on nested transfers."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from r2adapter.config import KwayParams
+from r2adapter.errors import R2AError
+from r2adapter.kway.labels import StrategyLabel
+from r2adapter.kway.trim import (
+    WIDTH,
+    choose_trim,
+    covered,
+    fit_trim,
+    pick_threshold,
+    trim_features,
+    trim_strategies,
+)
+
+PASSAGES = [f"p{i}" for i in range(30)]
+
+
+def _view(dim: int = 8, seed: int = 0) -> SimpleNamespace:
+    rng = np.random.default_rng(seed)
+    emb = rng.normal(size=(len(PASSAGES), dim)).astype(np.float32)
+    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    return SimpleNamespace(passage_ids=PASSAGES, passage_emb=emb)
+
+
+def _label(i: int, dense: list[str], base: list[str], question: str) -> StrategyLabel:
+    return StrategyLabel(
+        f"q{i}", question, "1hop", "train", [base[0]], {"dense": dense, "catrag": base}, {}, {}
+    )
+
+
+@pytest.mark.unit
+def test_trim_strategies_are_the_base_retriever_at_each_count_and_the_base() -> None:
+    assert trim_strategies("catrag+rw@5", (1, 2, 3)) == [
+        "catrag+rw@1",
+        "catrag+rw@2",
+        "catrag+rw@3",
+        "catrag+rw@5",
+    ]
+    assert trim_strategies("dense@5", (3, 1)) == ["dense@1", "dense@3", "dense@5"]
+
+
+@pytest.mark.unit
+def test_features_read_agreement_between_dense_and_the_base() -> None:
+    view = _view()
+    agree = _label(0, PASSAGES[:20], PASSAGES[:20], "Who directed Alien?")
+    apart = _label(1, PASSAGES[:20], PASSAGES[10:30], "Who is the father of the director of Alien?")
+    qv = view.passage_emb[[0, 0]]
+    x = trim_features([agree, apart], qv, view, "catrag@5")
+    assert x.shape == (2, WIDTH)
+    assert x[0, :4].tolist() == [1.0, 1.0, 1.0, 1.0]  # top 1, 2, 3, 5 alike
+    assert x[1, :4].tolist() == [0.0, 0.0, 0.0, 0.0]
+    assert x[0, 4] == 0.0 and x[1, 4] == 1.0  # base's first passage: dense's first / absent
+    assert x[0, 10] == pytest.approx(0.0, abs=1e-6)  # base's first is dense's top passage
+
+
+@pytest.mark.unit
+def test_a_trim_hands_fewer_passages_where_the_classifier_is_sure_and_more_as_t_rises() -> None:
+    rng = np.random.default_rng(1)
+    n = 400
+    x = rng.normal(size=(n, 3)).astype(np.float32)
+    easy = x[:, 0] > 0
+    # columns: base@1, base@2, base@5; base@1 recalls what base@5 does on the easy half
+    rec5 = np.ones(n)
+    m = {"recall": np.stack([np.where(easy, 1.0, 0.0), np.where(easy, 1.0, 0.5), rec5], 1)}
+    assert covered(m, 0, 2).tolist() == easy.astype(int).tolist()
+    trim = fit_trim(x, m, [0, 1, 2], seed=0)
+    picked = trim.decide(x, 0.9)
+    assert (picked[easy] == 0).mean() > 0.9 and (picked[~easy] == 2).mean() > 0.9
+    shares = [float((trim.decide(x, t) == 2).mean()) for t in (0.5, 0.9, 0.99, 1.0)]
+    assert shares == sorted(shares) and shares[-1] == 1.0  # t 1: every query gets base@5
+
+
+@pytest.mark.unit
+def test_the_threshold_is_the_cheapest_whose_worst_nested_gap_holds() -> None:
+    def row(t: float, gap: float, ratio: float, to: str) -> dict[str, object]:
+        return {
+            "threshold": t,
+            "transfer_to": to,
+            "recall": 0.8 + gap,
+            "best_fixed_recall": 0.8,
+            "mean_cost": ratio * 100,
+            "best_fixed_cost": 100.0,
+        }
+
+    rows = [
+        row(0.8, -0.03, 0.6, "A"),
+        row(0.8, 0.0, 0.5, "B"),  # its worst gap is A's: -.03
+        row(0.9, -0.005, 0.75, "A"),
+        row(0.9, -0.008, 0.7, "B"),  # worst ratio .75
+        row(0.95, 0.0, 0.9, "A"),
+        row(0.95, 0.0, 0.85, "B"),
+    ]
+    assert pick_threshold(rows, 0.01) == 0.9
+    assert pick_threshold(rows, 0.001) == 0.95
+    assert pick_threshold([row(0.9, -0.05, 0.5, "A")], 0.01) is None
+
+
+@pytest.mark.unit
+def test_choose_trim_picks_the_base_and_a_threshold_on_the_training_corpora_alone() -> None:
+    names = ["catrag@1", "catrag@2", "catrag@3", "catrag@5", "dense@5"]
+    rng = np.random.default_rng(2)
+
+    def group(n: int) -> SimpleNamespace:
+        x = rng.normal(size=(n, 4)).astype(np.float32)
+        x[:, 0] += np.sign(x[:, 0])  # easy and hard a clear step apart
+        easy = x[:, 0] > 0
+        r5 = np.ones(n)
+        one, two = np.where(easy, 1.0, 0.0), np.where(easy, 1.0, 0.5)
+        rec = np.stack([one, two, r5 * 0.9, r5, r5 * 0.7], 1)
+        m = {
+            "recall": rec,
+            "cost": np.tile([20.0, 30.0, 40.0, 60.0, 55.0], (n, 1)),
+            "passages": np.tile([1.0, 2.0, 3.0, 5.0, 5.0], (n, 1)),
+            "ms": np.zeros((n, 5)),
+        }
+        return SimpleNamespace(labels=list(range(n)), m=m), x
+
+    (a, xa), (b, xb) = group(300), group(300)
+    every = KwayParams(
+        strategies=tuple(names), route=(), trim_bases=("dense@5", "catrag@5"), trim_ks=(1, 2, 3)
+    )
+    point, rows = choose_trim({"A": a, "B": b}, names, every, {"A": xa, "B": xb})
+    assert point.base == "catrag@5"  # the better recall of the two bases
+    assert point.threshold in every.trim_thresholds
+    assert {(r["train"], r["transfer_to"]) for r in rows} == {("A", "B"), ("B", "A")}
+    held = [r for r in rows if r["threshold"] == point.threshold]
+    assert min(r["recall"] - r["best_fixed_recall"] for r in held) >= -every.loco_tolerance - 1e-9
+    assert all(r["mean_cost"] < r["best_fixed_cost"] for r in held)
+
+
+@pytest.mark.unit
+def test_bad_trim_settings_are_one_line() -> None:
+    with pytest.raises(R2AError, match="kway.trim_ks"):
+        KwayParams(trim_ks=(0, 2)).check()
+    with pytest.raises(R2AError, match="kway.trim_thresholds"):
+        KwayParams(trim_thresholds=(0.9, 1.5)).check()
