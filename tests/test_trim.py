@@ -143,3 +143,61 @@ def test_bad_trim_settings_are_one_line() -> None:
         KwayParams(trim_ks=(0, 2)).check()
     with pytest.raises(R2AError, match="kway.trim_thresholds"):
         KwayParams(trim_thresholds=(0.9, 1.5)).check()
+
+
+@pytest.mark.unit
+def test_the_loco_trim_row_is_chosen_on_the_training_corpora_and_scored_on_the_held_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from r2adapter.kway.strategies import strategy_table
+    from r2adapter.kway.transfer import _Corpus
+    from r2adapter.reports import loco
+
+    names = ["catrag@1", "catrag@2", "catrag@3", "catrag@5", "dense@5"]
+    view = _view(seed=3)
+    rng = np.random.default_rng(4)
+
+    def corpus(n: int) -> _Corpus:
+        labels, rec = [], []
+        for i in range(n):
+            easy = i % 2 == 0
+            base = PASSAGES[:20] if easy else PASSAGES[10:30]
+            lab = _label(i, PASSAGES[:20], base, "Who directed Alien?" if easy else "Who is it?")
+            lab.qtype = "1hop" if easy else "2hop"
+            lab.median_cpu_ms = {"dense": 2.0}
+            labels.append(lab)
+            rec.append([1.0, 1.0, 1.0, 1.0, 0.8] if easy else [0.0, 0.5, 0.5, 1.0, 0.5])
+        r = np.array(rec)
+        m = {
+            "recall": r,
+            "full": r,
+            "passages": np.tile([1.0, 2.0, 3.0, 5.0, 5.0], (n, 1)),
+            "tokens": np.tile([100.0, 200.0, 300.0, 500.0, 500.0], (n, 1)),
+            "prompt_tokens": np.tile([180.0, 280.0, 380.0, 580.0, 560.0], (n, 1)),
+            "ms": np.full((n, 5), 10.0),
+            "cost": np.tile([40.0, 62.0, 84.0, 128.0, 123.0], (n, 1)),
+            "ms_price": np.full(n, 0.001),
+        }
+        qv = view.passage_emb[rng.integers(0, len(PASSAGES), n)]
+        return _Corpus(labels, m, qv, np.zeros((n, 0)), np.array(["train"] * n))
+
+    groups = {"a": corpus(120), "b": corpus(120)}
+    held = corpus(80)
+    monkeypatch.setattr(loco, "graphs", lambda: SimpleNamespace(get=lambda name: view))
+    every = KwayParams(strategies=tuple(names), route=(), trim_bases=("catrag@5",))
+    routers: dict[str, object] = {}
+    choices: dict[str, np.ndarray] = {}
+    lat: dict[str, np.ndarray] = {}
+    points: dict[str, dict[str, object]] = {}
+    notes: list[str] = []
+    qt = [lab.qtype for lab in held.labels]
+    table = strategy_table(names)
+    loco.trim_row("held", groups, held, names, table, every, qt, routers, choices, lat, points,
+                  notes)  # fmt: skip
+    row = routers["trim"]
+    assert isinstance(row, dict) and points["trim"]["base"] == "catrag@5"
+    assert points["trim"]["threshold"] in every.trim_thresholds  # the agreement tells apart
+    assert row["by_type"]["1hop"]["mean_passages"] == 1.0  # the easy half: base@1
+    assert row["by_type"]["2hop"]["mean_passages"] == 5.0
+    assert row["recall"] == pytest.approx(1.0)
+    assert (lat["trim"] == 2.0).all() and "held held out" in notes[-1]
