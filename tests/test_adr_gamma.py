@@ -97,6 +97,28 @@ def test_loco_trains_adr_on_every_other_corpus_and_names_the_command_without_one
     ]
 
 
+def test_loco_holds_adr_out_with_every_query_set_over_the_same_passages(  # type: ignore[no-untyped-def]
+    home, monkeypatch
+) -> None:
+    from r2adapter.adr.evaluate import other_corpora_labels
+    from r2adapter.adr.labels import adr_label_path, export_adr_labels
+    from r2adapter.store import graph_store
+
+    labels, _ = _labels(30)
+    # musique_dev_mixed asks musique_dev's questions again over the same passages
+    parts = {"hotpotqa_dev": labels[:10], "musique_dev": labels[10:20],
+             "musique_dev_mixed": labels[10:30], "2wikimultihopqa": labels[:5]}  # fmt: skip
+    for name, part in parts.items():
+        adr_label_path(name).parent.mkdir(parents=True, exist_ok=True)
+        export_adr_labels(adr_label_path(name), part)
+    keys = {"musique_dev": "m", "musique_dev_mixed": "m", "hotpotqa_dev": "h"}
+    monkeypatch.setattr(graph_store, "corpus_key", lambda d: keys.get(d, d))
+    got, sizes = other_corpora_labels("musique_dev_mixed")
+    # 2Wiki's five questions are hotpotqa_dev's first five here: each counted once
+    assert sizes == {"2wikimultihopqa": 5, "hotpotqa_dev": 5}
+    assert sorted(g.query_id for g in got) == sorted(lab.query_id for lab in labels[:10])
+
+
 @pytest.mark.slow  # loads the encoder for the features: ~5 s, out of make test-fast
 def test_the_union_reads_every_listed_corpus_once(home) -> None:  # type: ignore[no-untyped-def]
     from r2adapter.adr.labels import adr_label_path, export_adr_labels
