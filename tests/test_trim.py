@@ -46,6 +46,7 @@ def test_trim_strategies_are_the_base_retriever_at_each_count_and_the_base() -> 
         "catrag+rw@5",
     ]
     assert trim_strategies("dense@5", (3, 1)) == ["dense@1", "dense@3", "dense@5"]
+    assert trim_strategies("graph@3", (1, 5, 8)) == ["graph@1", "graph@3"]  # base stays last
 
 
 @pytest.mark.unit

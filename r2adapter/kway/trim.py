@@ -44,9 +44,10 @@ WIDTH = len(OVERLAPS) + POSITIONS + 4 + 2 * BASE_SCORES + len(question_shape("x"
 
 
 def trim_strategies(base: str, ks: Sequence[int]) -> list[str]:
-    """The strategies a trim of `base` hands the reader: base's retriever at each k."""
+    """The strategies a trim of `base` hands the reader: base's retriever at each k below
+    base's own, then base itself (always the last)."""
     s = parse_strategy(base)
-    return [f"{s.retriever}@{k}" for k in sorted({*ks, s.k})]
+    return [f"{s.retriever}@{k}" for k in sorted({k for k in ks if k < s.k} | {s.k})]
 
 
 def trim_features(
@@ -77,8 +78,8 @@ def _row(lab: Any, s: np.ndarray, ids: dict[str, int], retr: str) -> np.ndarray:
     f += [
         float(top[0]),
         float(top[0] - top[1]),
-        float(top[0] - top[4]),
-        float(top[:5].mean() - top[5:].mean()),
+        float(top[0] - top[min(4, len(top) - 1)]),
+        float(top[:5].mean() - (top[5:] if len(top) > 5 else top[-1:]).mean()),
     ]
     sb = [float(s[ids[p]]) if p in ids else floor for p in ranked[: BASE_SCORES + 1]]
     sb += [floor] * (BASE_SCORES + 1 - len(sb))
