@@ -13,6 +13,7 @@ from r2adapter.errors import R2AError
 from r2adapter.kway.labels import StrategyLabel
 from r2adapter.kway.trim import (
     WIDTH,
+    choose_base,
     choose_trim,
     covered,
     fit_trim,
@@ -96,7 +97,7 @@ def test_the_threshold_is_the_cheapest_whose_worst_nested_gap_holds() -> None:
         row(0.8, -0.03, 0.6, "A"),
         row(0.8, 0.0, 0.5, "B"),  # its worst gap is A's: -.03
         row(0.9, -0.005, 0.75, "A"),
-        row(0.9, -0.008, 0.7, "B"),  # worst ratio .75
+        row(0.9, -0.008, 0.7, "B"),  # mean ratio .725
         row(0.95, 0.0, 0.9, "A"),
         row(0.95, 0.0, 0.85, "B"),
     ]
@@ -129,8 +130,10 @@ def test_choose_trim_picks_the_base_and_a_threshold_on_the_training_corpora_alon
     every = KwayParams(
         strategies=tuple(names), route=(), trim_bases=("dense@5", "catrag@5"), trim_ks=(1, 2, 3)
     )
-    point, rows = choose_trim({"A": a, "B": b}, names, every, {"A": xa, "B": xb})
-    assert point.base == "catrag@5"  # the better recall of the two bases
+    base = choose_base({"A": a, "B": b}, names, every.trim_bases)
+    assert base == "catrag@5"  # the better recall of the two bases
+    point, rows = choose_trim({"A": a, "B": b}, names, every, base, {"A": xa, "B": xb})
+    assert point.base == base
     assert point.threshold in every.trim_thresholds
     assert {(r["train"], r["transfer_to"]) for r in rows} == {("A", "B"), ("B", "A")}
     held = [r for r in rows if r["threshold"] == point.threshold]

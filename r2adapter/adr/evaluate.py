@@ -164,23 +164,19 @@ def adr_routers(
 
 
 def other_corpora_labels(held_out: str) -> tuple[list[AdrLabel], dict[str, int]]:
-    """`--protocol loco`: the ADR labels of every shipped corpus that has them (all their
-    splits), less `held_out` and every query set over the same passages (musique_dev is
-    held out with musique_dev_mixed, as the k-way router's fold holds it out); a question
-    asked in two query sets over one corpus counted once. Also how many from each; none is
-    a one-line error naming the command that makes them."""
+    """`--protocol loco`: the ADR labels (all their splits) of every shipped corpus the
+    fold trains on (`label/corpora.py` `outside_fold`: `held_out` and every query set over
+    its passages left out, as the k-way router's fold leaves them out), a question asked in
+    two query sets over one corpus counted once, and how many from each; none is a one-line
+    error naming the command that makes them."""
     from r2adapter.adr.labels import adr_label_path
     from r2adapter.data.adapters import SHIPPED_DATASETS
+    from r2adapter.label.corpora import outside_fold
 
-    held = _corpus_key(held_out)
     out: list[AdrLabel] = []
     sizes: dict[str, int] = {}
     seen: set[str] = set()
-    for c in SHIPPED_DATASETS:
-        if c == held_out or not adr_label_path(c).is_file():
-            continue
-        if held is not None and _corpus_key(c) == held:
-            continue
+    for c in outside_fold(held_out, SHIPPED_DATASETS, adr_label_path):
         labs = [lab for lab in read_adr_labels(c) if lab.query_id not in seen]
         seen.update(lab.query_id for lab in labs)
         out += labs
@@ -191,16 +187,6 @@ def other_corpora_labels(held_out: str) -> tuple[list[AdrLabel], dict[str, int]]
             f"--adr` then `r2a adr label --dataset C` for another corpus C (held out: {held_out})"
         )
     return out, sizes
-
-
-def _corpus_key(dataset: str) -> str | None:
-    """The stored corpus's identity; None when it is not loaded or the database is away."""
-    from r2adapter.store.graph_store import corpus_key
-
-    try:
-        return corpus_key(dataset)
-    except R2AError:
-        return None
 
 
 def _fold_gammas(

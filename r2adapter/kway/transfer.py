@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 
 from r2adapter.config import KwayParams, kway_params
-from r2adapter.errors import R2AError
 from r2adapter.evaluate.routing_report import (
     columns,
     cost_of,
@@ -24,34 +23,16 @@ from r2adapter.evaluate.routing_report import (
 from r2adapter.kway.evaluate import _embed, _features, _fit, calibrate_kway
 from r2adapter.kway.labels import outcome_matrix, read_strategy_labels, strategy_label_path
 from r2adapter.kway.strategies import strategy_table
+from r2adapter.label.corpora import corpus_key, outside_fold
 
 
 def training_corpora(held_out: str, corpora: Sequence[str] | None = None) -> list[str]:
     """The corpora a leave-one-out router trains on: those given, else every shipped one
     with strategy labels, less the held-out corpus and every query set over the same
-    passages (musique_dev_mixed is held out with musique_dev: `corpus_key`)."""
+    passages (`label/corpora.py` `outside_fold`)."""
     from r2adapter.data.adapters import SHIPPED_DATASETS
 
-    names = list(corpora) if corpora else list(SHIPPED_DATASETS)
-    held = corpus_key(held_out)
-    return [
-        c
-        for c in names
-        if c != held_out
-        and strategy_label_path(c).is_file()
-        and (held is None or corpus_key(c) != held)
-    ]
-
-
-def corpus_key(dataset: str) -> str | None:
-    """The stored corpus's identity (graph_store.corpus_key); None when the dataset is not
-    loaded or the database cannot be reached (then it is its own corpus)."""
-    from r2adapter.store.graph_store import corpus_key as key
-
-    try:
-        return key(dataset)
-    except R2AError:
-        return None
+    return outside_fold(held_out, list(corpora or SHIPPED_DATASETS), strategy_label_path)
 
 
 @dataclass
@@ -222,9 +203,6 @@ def choose_point(
                 d = groups[b]
                 kr = _transfer(router, d, cols, replace(p, transfer=rule), [])
                 j = _best_fixed(d.m, every.max_passages)
-                cost = d.m["cost"]
-                best_rec, best_cost = float(d.m["recall"][:, j].mean()), float(cost[:, j].mean())
-                rr = np.arange(len(d.labels))
                 for delta in every.quality_margins:
                     ch = _choice(kr, d.x, float(delta), cols)
                     rows.append(
@@ -235,14 +213,35 @@ def choose_point(
                             "margin": float(delta),
                             "train": a,
                             "transfer_to": b,
-                            "recall": float(d.m["recall"][rr, ch].mean()),
-                            "mean_cost": float(cost[rr, ch].mean()),
-                            "best_fixed": table[j].name,
-                            "best_fixed_recall": best_rec,
-                            "best_fixed_cost": best_cost,
+                            **nested_scores(d, ch, j, table[j].name),
                         }
                     )
     return pick_point(rows, every.loco_tolerance), rows
+
+
+def nested_scores(d: _Corpus, choice: np.ndarray, best: int, best_name: str) -> dict[str, Any]:
+    """One nested transfer's figures on corpus `d`: the recall and mean cost of `choice`
+    (a strategy column per query), and its best fixed strategy's (column `best`)."""
+    cost = cost_of(d.m)
+    rr = np.arange(len(d.labels))
+    return {
+        "recall": float(d.m["recall"][rr, choice].mean()),
+        "mean_cost": float(cost[rr, choice].mean()),
+        "mean_passages": float(d.m["passages"][rr, choice].mean()),
+        "best_fixed": best_name,
+        "best_fixed_recall": float(d.m["recall"][:, best].mean()),
+        "best_fixed_cost": float(cost[:, best].mean()),
+    }
+
+
+def worst_gap(rows: Sequence[dict[str, Any]]) -> float:
+    """The worst recall gap of nested rows against their best fixed strategies."""
+    return round(min(r["recall"] - r["best_fixed_recall"] for r in rows), 9)
+
+
+def mean_cost_ratio(rows: Sequence[dict[str, Any]]) -> float:
+    """The mean cost ratio of nested rows against their best fixed strategies."""
+    return float(np.mean([r["mean_cost"] / max(r["best_fixed_cost"], 1e-12) for r in rows]))
 
 
 def pick_point(rows: Sequence[dict[str, Any]], tolerance: float) -> Point:
@@ -251,18 +250,11 @@ def pick_point(rows: Sequence[dict[str, Any]], tolerance: float) -> Point:
     for r in rows:
         key = (tuple(r["route"]), r["budget"], r["margin"], r.get("transfer", ""))
         by.setdefault(key, []).append(r)
-
-    def gap(rs: list[dict[str, Any]]) -> float:
-        return round(min(r["recall"] - r["best_fixed_recall"] for r in rs), 9)
-
-    def ratio(rs: list[dict[str, Any]]) -> float:
-        return float(np.mean([r["mean_cost"] / max(r["best_fixed_cost"], 1e-12) for r in rs]))
-
-    holds = [k for k, rs in by.items() if gap(rs) >= -tolerance - 1e-12]
+    holds = [k for k, rs in by.items() if worst_gap(rs) >= -tolerance - 1e-12]
     if holds:
-        key = min(holds, key=lambda k: (round(ratio(by[k]), 6), -gap(by[k]), k[2]))
+        key = min(holds, key=lambda k: (round(mean_cost_ratio(by[k]), 6), -worst_gap(by[k]), k[2]))
     else:
-        key = max(by, key=lambda k: (gap(by[k]), -ratio(by[k]), -k[2]))
+        key = max(by, key=lambda k: (worst_gap(by[k]), -mean_cost_ratio(by[k]), -k[2]))
     return Point(key[0], key[1], key[2], key[3])
 
 

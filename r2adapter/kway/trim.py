@@ -20,7 +20,7 @@ One gradient-boosted classifier per k predicts "base@k recalls what base@ref doe
 gets the least k whose probability reaches the threshold t, else base@ref. t is chosen in the
 fold like the k-way router's point (`reports/loco.py`): on every ordered pair of the training
 corpora, trimmed with a model fitted on one and scored on the other, the t whose worst recall
-gap against that corpus's best fixed strategy is ≥ −kway.loco_tolerance, at the least worst
+gap against that corpus's best fixed strategy is ≥ −kway.loco_tolerance, at the least mean
 cost ratio. A study until a served path exists: `r2a evaluate routing --protocol loco` reports
 it as the `trim` row (docs/routing.md).
 """
@@ -148,18 +148,16 @@ def choose_trim(
     groups: dict[str, Any],
     names: Sequence[str],
     every: Any,
+    base: str,
     features: dict[str, np.ndarray],
 ) -> tuple[TrimPoint, list[dict[str, Any]]]:
-    """The fold's trim, chosen on its training corpora alone (`groups`, query sets over one
-    corpus joined; `features`: each group's trim_features for the chosen base, computed by
-    the caller with `choose_base`'s base): for every ordered pair (A, B), a trim fitted on A
-    scores B at every threshold of `kway.trim_thresholds` against B's best fixed strategy
-    at ≤ `kway.max_passages`; a threshold holds when its worst recall gap is ≥
-    −`kway.loco_tolerance`; of those, the least worst cost ratio."""
-    from r2adapter.evaluate.routing_report import cost_of
-    from r2adapter.kway.transfer import _best_fixed
+    """The fold's trim of `base` (`choose_base`), chosen on its training corpora alone
+    (`groups`, query sets over one corpus joined; `features`: each group's trim_features of
+    base): for every ordered pair (A, B), a trim fitted on A scores B at every threshold of
+    `kway.trim_thresholds` against B's best fixed strategy at ≤ `kway.max_passages`, and the
+    threshold is picked by the k-way point's rule (`pick_threshold`)."""
+    from r2adapter.kway.transfer import _best_fixed, nested_scores
 
-    base = choose_base(groups, names, every.trim_bases)
     cols = [names.index(s) for s in trim_strategies(base, every.trim_ks)]
     keys = list(groups)
     rows: list[dict[str, Any]] = []
@@ -168,37 +166,25 @@ def choose_trim(
         for b in (b for b in keys if b != a):
             d = groups[b]
             j = _best_fixed(d.m, every.max_passages)
-            cost = cost_of(d.m)
-            rr = np.arange(len(d.labels))
             for t in every.trim_thresholds:
                 ch = trim.decide(features[b], float(t))
                 rows.append(
-                    {
-                        "base": base,
-                        "threshold": float(t),
-                        "train": a,
-                        "transfer_to": b,
-                        "recall": float(d.m["recall"][rr, ch].mean()),
-                        "mean_cost": float(cost[rr, ch].mean()),
-                        "mean_passages": float(d.m["passages"][rr, ch].mean()),
-                        "best_fixed": names[j],
-                        "best_fixed_recall": float(d.m["recall"][:, j].mean()),
-                        "best_fixed_cost": float(cost[:, j].mean()),
-                    }
-                )
+                    {"base": base, "threshold": float(t), "train": a, "transfer_to": b,
+                     **nested_scores(d, ch, j, names[j])}
+                )  # fmt: skip
     return TrimPoint(base, pick_threshold(rows, every.loco_tolerance)), rows
 
 
 def pick_threshold(rows: Sequence[dict[str, Any]], tolerance: float) -> float | None:
-    """`choose_trim`'s rule over its nested rows: of the thresholds whose worst recall gap
-    is ≥ −tolerance, the one with the least worst cost ratio; none: None."""
+    """`choose_trim`'s rule over its nested rows, the k-way point's (`transfer.pick_point`):
+    of the thresholds whose worst recall gap is ≥ −tolerance, the one with the least mean
+    cost ratio (ties: the better worst gap); none: None (no trim)."""
+    from r2adapter.kway.transfer import mean_cost_ratio, worst_gap
+
     by: dict[float, list[dict[str, Any]]] = {}
     for r in rows:
         by.setdefault(r["threshold"], []).append(r)
-    held = []
-    for t, rs in by.items():
-        gap = min(r["recall"] - r["best_fixed_recall"] for r in rs)
-        ratio = max(r["mean_cost"] / r["best_fixed_cost"] for r in rs)
-        if gap >= -tolerance - 1e-9:
-            held.append((ratio, -gap, t))
-    return min(held)[2] if held else None
+    held = [t for t, rs in by.items() if worst_gap(rs) >= -tolerance - 1e-12]
+    if not held:
+        return None
+    return min(held, key=lambda t: (round(mean_cost_ratio(by[t]), 6), -worst_gap(by[t]), t))

@@ -7,6 +7,8 @@ import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from r2adapter.errors import R2AError
+
 log = logging.getLogger(__name__)
 
 
@@ -33,3 +35,28 @@ def training_corpora(
             *(c, path, c, c),
         )
     return kept
+
+
+def corpus_key(dataset: str) -> str | None:
+    """The stored corpus's identity (graph_store.corpus_key); None when the dataset is not
+    loaded or the database cannot be reached (then it is its own corpus)."""
+    from r2adapter.store.graph_store import corpus_key as key
+
+    try:
+        return key(dataset)
+    except R2AError:
+        return None
+
+
+def outside_fold(
+    held_out: str, names: Sequence[str], label_path: Callable[[str], Path]
+) -> list[str]:  # fmt: skip
+    """The corpora of `names` a leave-one-out fold trains on: those with their labels here
+    (`label_path`, the family's label file), less `held_out` and every query set over the
+    same passages (musique_dev is held out with musique_dev_mixed: `corpus_key`)."""
+    held = corpus_key(held_out)
+    return [
+        c
+        for c in names
+        if c != held_out and label_path(c).is_file() and (held is None or corpus_key(c) != held)
+    ]

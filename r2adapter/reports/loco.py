@@ -37,6 +37,7 @@ from r2adapter.kway.evaluate import _time_kway
 from r2adapter.kway.transfer import (
     Point,
     _choice,
+    _concat,
     _Corpus,
     _train,
     _transfer,
@@ -193,11 +194,9 @@ def trim_row(
         return trim_features(d.labels, d.qv, views.get(name.split("+")[0]), base)
 
     x = {k: feats(k, d) for k, d in groups.items()}
-    point, rows = choose_trim(groups, names, every, x)
+    point, rows = choose_trim(groups, names, every, base, x)
     cols = [names.index(s) for s in trim_strategies(base, every.trim_ks)]
-    pooled = np.vstack(list(x.values()))
-    m = {k: np.concatenate([d.m[k] for d in groups.values()]) for k in held.m}
-    trim = fit_trim(pooled, m, cols, every.seed)
+    trim = fit_trim(np.vstack(list(x.values())), _concat(list(groups.values())).m, cols, every.seed)
     if point.threshold is None:
         choice = np.full(len(held.labels), cols[-1])
     else:
