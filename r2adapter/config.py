@@ -744,6 +744,22 @@ class AdrParams:
 
 
 @dataclass(frozen=True)
+class LexicalParams:
+    """BM25 over each index version's lexicon (params.yaml `lexical:`; the `lexical` retriever
+    and the `hybrid` strategy, r2adapter/retrieve/lexical.py). Robertson's usual defaults,
+    not tuned here (Lucene's and rank_bm25's k1 1.2, b .75)."""
+
+    k1: float = 1.2  # term-frequency saturation
+    b: float = 0.75  # length normalisation
+
+    def check(self) -> None:
+        if self.k1 < 0:
+            raise R2AError(f"params.yaml: lexical.k1 must be >= 0, got {self.k1}")
+        if not 0.0 <= self.b <= 1.0:
+            raise R2AError(f"params.yaml: lexical.b must lie in [0, 1], got {self.b}")
+
+
+@dataclass(frozen=True)
 class RewriteParams:
     """Which of a structural rewrite's triplets seed the graph walk (params.yaml `rewrite:`,
     issue 24). q′ keeps only the triplets whose parse confidence is at least
@@ -937,6 +953,7 @@ SECTIONS: dict[str, type] = {
     "pipeline": PipelineParams,
     "encoder": EncoderParams,
     "graph": GraphParams,
+    "lexical": LexicalParams,
     "label": LabelParams,
     "router": RouterParams,
     "kway": KwayParams,
@@ -949,6 +966,7 @@ _P = TypeVar(
     PipelineParams,
     EncoderParams,
     GraphParams,
+    LexicalParams,
     LabelParams,
     RouterParams,
     KwayParams,
@@ -1066,6 +1084,7 @@ class Params:
     adr: AdrParams
     rewrite: RewriteParams = RewriteParams()
     cost: CostParams = CostParams()
+    lexical: LexicalParams = LexicalParams()
     sweeps: dict[str, SweepParams] = field(default_factory=dict)
 
 
@@ -1087,6 +1106,7 @@ def load_params() -> Params:
         adr_params(_data=data),
         rewrite_params(_data=data),
         cost_params(_data=data),
+        lexical_params(_data=data),
         {name: sweep_params(name, _data=data) for name in sweep_names(_data=data)},
     )
 
@@ -1141,6 +1161,12 @@ def adr_params(_data: dict[str, Any] | None = None, **overrides: object) -> AdrP
     """AdrParams from params.yaml's `adr:` section, then explicit overrides."""
     data = _params_yaml() if _data is None else _data
     return _section(AdrParams, data, ("adr",), overrides)
+
+
+def lexical_params(_data: dict[str, Any] | None = None) -> LexicalParams:
+    """LexicalParams from params.yaml's `lexical:` section."""
+    data = _params_yaml() if _data is None else _data
+    return _section(LexicalParams, data, ("lexical",), {})
 
 
 def cost_params(_data: dict[str, Any] | None = None, **overrides: object) -> CostParams:

@@ -1,7 +1,7 @@
-"""`fusion`: dense ∪ graph, reciprocal-rank fused — the one composite strategy of the table
-(r2adapter/retrieve/strategies.py, `bases`), served by running both retrievers on the one
-query embedding; `rrf` is also how the strategy labels fuse the base rankings
-(r2adapter/kway/strategies.py `delivered`)."""
+"""`fusion`: dense ∪ graph, reciprocal-rank fused, and `hybrid`, dense ∪ lexical, fused the
+same way — the composite strategies of the table (r2adapter/retrieve/strategies.py, `bases`),
+served by running both retrievers on the one query embedding; `rrf` is also how the
+strategy labels fuse the base rankings (r2adapter/kway/strategies.py `delivered`)."""
 
 from __future__ import annotations
 
@@ -24,8 +24,16 @@ def rrf(rankings: Sequence[Sequence[str]], rrf_k: int = 60, depth: int = 20) -> 
 class FusionRetriever(Retriever):
     mode = "fusion"
 
-    def __init__(self, dense: Retriever, graph: Retriever, rrf_k: int = 60, depth: int = 20):
+    def __init__(
+        self,
+        dense: Retriever,
+        graph: Retriever,
+        rrf_k: int = 60,
+        depth: int = 20,
+        mode: str = "fusion",
+    ) -> None:
         self.dense, self.graph, self.rrf_k, self.depth = dense, graph, rrf_k, depth
+        self.mode = mode  # "hybrid" fuses dense with the lexical retriever the same way
 
     def retrieve(self, query: str, k: int = 5, qvec: np.ndarray | None = None) -> list[Hit]:
         runs = [r.retrieve(query, max(k, self.depth), qvec=qvec) for r in (self.dense, self.graph)]

@@ -57,6 +57,12 @@ def _catrag(dataset: str, encoder: Encoder | None, **options: Any) -> Retriever:
     return CatragRetriever(dataset, encoder, **options)
 
 
+def _lexical(dataset: str, encoder: Encoder | None) -> Retriever:
+    from r2adapter.retrieve.lexical import LexicalRetriever
+
+    return LexicalRetriever(dataset, encoder)
+
+
 def _fuse(dense: Retriever, graph: Retriever) -> Retriever:
     from r2adapter.retrieve.fusion import FusionRetriever
 
@@ -67,10 +73,22 @@ def _fusion(dataset: str, encoder: Encoder | None) -> Retriever:
     return _fuse(_dense(dataset, encoder), _graph(dataset, encoder))
 
 
+def _fuse_hybrid(dense: Retriever, lexical: Retriever) -> Retriever:
+    from r2adapter.retrieve.fusion import FusionRetriever
+
+    return FusionRetriever(dense, lexical, mode="hybrid")
+
+
+def _hybrid(dataset: str, encoder: Encoder | None) -> Retriever:
+    return _fuse_hybrid(_dense(dataset, encoder), _lexical(dataset, encoder))
+
+
 # name → its strategy; the order is the report's (registered ones follow this floor's).
 # dense: cosine top-k in pgvector; graph: HippoRAG 2 (facts → phrase seeds → PPR);
 # catrag: CatRAG, the graph search on a query-adapted graph; fusion: dense ∪ graph,
-# reciprocal-rank fused (a k-way strategy; off the default set). ADR registers adr_simple,
+# reciprocal-rank fused (a k-way strategy; off the default set); lexical: BM25 over the
+# index's lexicon; hybrid: dense ∪ lexical, reciprocal-rank fused (both off the default set
+# and the k-way table: docs/retrieval.md "Lexical and hybrid"). ADR registers adr_simple,
 # adr_moderate, adr_complex (one of its three operators over the index's dual hypergraph)
 # and adr (the registered ADR classifier chooses), off the default set: they need the
 # hypergraph (`r2a index --adr`), and their figures are `r2a adr label`'s
@@ -79,6 +97,8 @@ STRATEGIES: dict[str, Strategy] = {
     "graph": Strategy(_graph, options=True),
     "catrag": Strategy(_catrag, options=True, ablate=True),
     "fusion": Strategy(_fusion, default=False, bases=("dense", "graph"), compose=_fuse),
+    "lexical": Strategy(_lexical, default=False),
+    "hybrid": Strategy(_hybrid, default=False, bases=("dense", "lexical"), compose=_fuse_hybrid),
 }
 # strategies that walk the graph (they read a rewrite's triplets and report PPR structure)
 GRAPH_STRATEGIES = ("graph", "catrag")
