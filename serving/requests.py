@@ -65,7 +65,17 @@ Query = Annotated[
     ),
 ]
 Mode = Literal[  # r2adapter.adapter.MODES (asserted below)
-    "auto", "dense", "graph", "catrag", "fusion", "adr_simple", "adr_moderate", "adr_complex", "adr"
+    "auto",
+    "dense",
+    "graph",
+    "catrag",
+    "fusion",
+    "lexical",
+    "hybrid",
+    "adr_simple",
+    "adr_moderate",
+    "adr_complex",
+    "adr",
 ]
 TopK = Annotated[int, Field(ge=1, le=MAX_TOP_K, strict=True, description="Passages to return")]
 assert set(Mode.__args__) == set(MODES)  # type: ignore[attr-defined]

@@ -220,7 +220,7 @@ def test_strategy_names_are_one_table() -> None:
     assert MODES == ("auto", *STRATEGIES) and set(Mode.__args__) == set(MODES)  # type: ignore[attr-defined]
     assert check_strategies(["catrag", "graph"]) == ("graph", "catrag")
     assert check_strategies(None) == ("dense", "graph", "catrag")
-    for bad in (lambda: check_strategy("hybrid"), lambda: check_ablations(["hubs"])):
+    for bad in (lambda: check_strategy("bm42"), lambda: check_ablations(["hubs"])):
         with pytest.raises(R2AError) as e:
             bad()
         assert "\n" not in str(e.value) and "choose" in str(e.value)
