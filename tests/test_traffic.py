@@ -196,3 +196,31 @@ def test_a_query_set_over_an_indexed_corpus_is_served_from_its_index(
     assert [lab.rankings for lab in again] == [lab.rankings for lab in first]
     assert [lab.cpu_ms for lab in again] == [lab.cpu_ms for lab in first]
     strategy_label_path(sample_dataset).unlink()
+
+
+@pytest.mark.integration
+def test_a_twin_indexed_by_another_openie_backend_is_not_shared(
+    pg_env: dict[str, str], sample_dataset: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sample is indexed from its precomputed triples; the same passages asked for with
+    spaCy's get an index of their own (a graph of other triples), and the log says why."""
+    monkeypatch.setenv("R2A_SHARE_INDEX", "1")
+    from r2adapter.config import settings
+    from r2adapter.index.build import build_index
+    from r2adapter.store import graph_store as gs
+
+    src = settings().data_dir / "sample"
+    twin = tmp_path / "sample_spacy"
+    twin.mkdir()
+    shutil.copy(src / "sample_corpus.json", twin / "sample_spacy_corpus.json")
+    shutil.copy(src / "sample.json", twin / "sample_spacy.json")
+    assert gs.corpus_twin("sample_spacy") is None  # not loaded yet: no passages
+    logs: list[str] = []
+    r = build_index(str(twin), "spacy", log=logs.append, share=True)
+    assert r.created and not r.shares_index_of
+    assert any("another OpenIE backend" in line for line in logs)
+    own = gs.own_version("sample_spacy")
+    assert own is not None and own.openie.startswith("spacy:")
+    assert gs.corpus_twin("sample_spacy", "precomputed") is not None  # the sample's
+    twin_of_sample = gs.corpus_twin(sample_dataset, "spacy")  # this one, or another test's copy
+    assert twin_of_sample is not None and gs.own_version(twin_of_sample).openie.startswith("spacy")  # type: ignore[union-attr]

@@ -127,14 +127,21 @@ class IndexReport:
         }
 
 
-def shared_index(name: str, log: Log = print) -> IndexReport | None:
+def shared_index(name: str, openie: str, log: Log = print) -> IndexReport | None:
     """A dataset never indexed itself whose corpus an indexed dataset already holds (the
-    same passages, by content: `graph_store.corpus_twin`) is served from that index: the
-    report names it (`shares_index_of`) and nothing is embedded or extracted again."""
+    same passages, by content: `graph_store.corpus_twin`), indexed by the same OpenIE
+    backend (`openie`), is served from that index: the report names it (`shares_index_of`)
+    and nothing is embedded or extracted again. A twin of another backend is not shared (a
+    `spacy` index asked for is not served from `precomputed` triples): the dataset gets an
+    index of its own."""
     if gs.own_version(name) is not None:
         return None
-    twin = gs.corpus_twin(name)
+    twin = gs.corpus_twin(name, openie)
     if twin is None:
+        other = gs.corpus_twin(name)
+        if other is not None:
+            log(f"{name}: the same corpus as {other}, indexed with another OpenIE backend than"
+                f" {openie}: indexed on its own")  # fmt: skip
         return None
     v = gs.require_version(twin)
     log(f"{name}: the same corpus as {twin} (by content): served from its index v{v.id}")
@@ -317,7 +324,7 @@ def build_index(
     name = ds.name
     passages = gs.stored_passages(name)
     timings["load"] = time.perf_counter() - t0
-    shared = shared_index(name, log) if gs.sharing(share) else None
+    shared = shared_index(name, openie, log) if gs.sharing(share) else None
     if shared is not None:
         shared.timings.update(timings)
         return shared

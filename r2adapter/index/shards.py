@@ -169,7 +169,7 @@ def build_sharded(
     threads = max(1, cores // workers)
     t0 = time.perf_counter()
     name = load_corpus(dataset)
-    shared = shared_index(name, log) if gs.sharing(share) else None
+    shared = shared_index(name, openie, log) if gs.sharing(share) else None
     if shared is not None:  # another dataset's index holds this corpus: nothing to shard
         return shared
     log(f"{name}: {n_shards} shards in {workers} processes, {threads} thread(s) each")

@@ -215,24 +215,28 @@ def own_version(dataset: str) -> IndexVersion | None:
     return IndexVersion(*row) if row else None
 
 
-def corpus_twin(dataset: str) -> str | None:
+def corpus_twin(dataset: str, openie: str | None = None) -> str | None:
     """An indexed dataset whose stored corpus is `dataset`'s, recognised by content: the same
     passage ids (an id is md5(title + "\\n" + text), so the same set is the same texts). A
     query set over an already indexed corpus (musique_dev_mixed over musique_dev's
-    paragraphs) is served from that index and never indexed twice. None when no indexed
-    dataset holds the same corpus (or `dataset` has no passages)."""
+    paragraphs) is served from that index and never indexed twice. `openie`: only a twin
+    whose latest index was built by that OpenIE backend (`spacy`, `precomputed`, `llm`): a
+    graph of another backend's triples is another index. None when no indexed dataset holds
+    the same corpus (or `dataset` has no passages)."""
     with connection() as conn:
         row = conn.execute(
             "WITH mine AS (SELECT count(*) AS n, md5(string_agg(id, ',' ORDER BY id)) AS h"
             "              FROM passages WHERE dataset = %(d)s)"
             " SELECT p.dataset FROM passages p"
             " WHERE p.dataset <> %(d)s"
-            "   AND p.dataset IN (SELECT DISTINCT dataset FROM index_versions)"
+            "   AND p.dataset IN (SELECT dataset FROM (SELECT DISTINCT ON (dataset) dataset,"
+            "        openie FROM index_versions ORDER BY dataset, id DESC) v"
+            "        WHERE %(o)s::text IS NULL OR split_part(v.openie, ':', 1) = %(o)s)"
             " GROUP BY p.dataset"
             " HAVING count(*) = (SELECT n FROM mine) AND (SELECT n FROM mine) > 0"
             "   AND md5(string_agg(p.id, ',' ORDER BY p.id)) = (SELECT h FROM mine)"
             " ORDER BY p.dataset LIMIT 1",
-            {"d": dataset},
+            {"d": dataset, "o": openie},
         ).fetchone()
     return str(row[0]) if row else None
 
