@@ -84,6 +84,7 @@ def test_loco_trains_adr_on_every_other_corpus_and_names_the_command_without_one
     from r2adapter.adr.evaluate import other_corpora_labels
     from r2adapter.adr.labels import adr_label_path, export_adr_labels
 
+    (home / "params.yaml").write_text("adr:\n  train_corpora: [hotpotqa_dev, musique_dev]\n")
     with pytest.raises(R2AError) as e:
         other_corpora_labels("musique_dev")
     assert "r2a adr label --dataset C" in str(e.value) and "\n" not in str(e.value)
@@ -104,10 +105,16 @@ def test_loco_holds_adr_out_with_every_query_set_over_the_same_passages(  # type
     from r2adapter.adr.labels import adr_label_path, export_adr_labels
     from r2adapter.store import graph_store
 
+    (home / "params.yaml").write_text(
+        "pipeline:\n  dataset: 2wikimultihopqa\n"
+        "adr:\n  train_corpora: [hotpotqa_dev, musique_dev, musique_dev_mixed]\n"
+    )
     labels, _ = _labels(30)
-    # musique_dev_mixed asks musique_dev's questions again over the same passages
+    # musique_dev_mixed asks musique_dev's questions again over the same passages;
+    # musique_mixed (labelled, in no train_corpora: the unseen-corpus proxy) is never trained on
     parts = {"hotpotqa_dev": labels[:10], "musique_dev": labels[10:20],
-             "musique_dev_mixed": labels[10:30], "2wikimultihopqa": labels[:5]}  # fmt: skip
+             "musique_dev_mixed": labels[10:30], "2wikimultihopqa": labels[:5],
+             "musique_mixed": labels[20:30]}  # fmt: skip
     for name, part in parts.items():
         adr_label_path(name).parent.mkdir(parents=True, exist_ok=True)
         export_adr_labels(adr_label_path(name), part)

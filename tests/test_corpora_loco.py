@@ -31,6 +31,39 @@ def test_training_corpora_leave_the_held_out_one_out(
     assert loco.training_corpora("c", ["a", "b", "c"]) == ["a", "b"]
 
 
+def test_a_fold_trains_on_the_served_union_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a list, a fold draws on the pipeline's dataset and kway.train_corpora: a
+    labelled corpus in no train_corpora (musique_mixed, the unseen-corpus proxy) is held out
+    of every fold, not only its own."""
+    from r2adapter.config import settings
+    from r2adapter.store import graph_store
+
+    (tmp_path / "params.yaml").write_text(
+        "pipeline:\n  dataset: 2wikimultihopqa\n"
+        "kway:\n  train_corpora: [hotpotqa_dev, musique_dev]\n"
+    )
+    monkeypatch.setenv("R2A_HOME", str(tmp_path))
+    settings.cache_clear()
+    monkeypatch.setattr(graph_store, "corpus_key", lambda d: d)
+    have = {"2wikimultihopqa", "hotpotqa_dev", "musique_dev", "musique_mixed"}
+    monkeypatch.setattr(
+        loco, "strategy_label_path",
+        lambda c: tmp_path / (f"{c}.jsonl" if c in have else "missing"),
+    )  # fmt: skip
+    for c in have:
+        (tmp_path / f"{c}.jsonl").write_text("{}\n")
+    try:
+        assert loco.training_corpora("musique_dev") == ["2wikimultihopqa", "hotpotqa_dev"]
+        assert loco.training_corpora("musique_mixed") == [
+            "2wikimultihopqa", "hotpotqa_dev", "musique_dev",
+        ]  # fmt: skip
+    finally:
+        monkeypatch.undo()
+        settings.cache_clear()
+
+
 def test_best_fixed_is_the_best_at_no_more_passages() -> None:
     table = [SimpleNamespace(name=n) for n in ("dense@5", "graph@5", "graph@8")]
     m = {

@@ -164,19 +164,21 @@ def adr_routers(
 
 
 def other_corpora_labels(held_out: str) -> tuple[list[AdrLabel], dict[str, int]]:
-    """`--protocol loco`: the ADR labels (all their splits) of every shipped corpus the
-    fold trains on (`label/corpora.py` `outside_fold`: `held_out` and every query set over
+    """`--protocol loco`: the ADR labels (all their splits) of every corpus of the served
+    union (the pipeline's dataset and `adr.train_corpora`: `label/corpora.py`
+    `served_union`) the fold trains on (`outside_fold`: `held_out` and every query set over
     its passages left out, as the k-way router's fold leaves them out), a question asked in
     two query sets over one corpus counted once, and how many from each; none is a one-line
     error naming the command that makes them."""
     from r2adapter.adr.labels import adr_label_path
-    from r2adapter.data.adapters import SHIPPED_DATASETS
-    from r2adapter.label.corpora import outside_fold
+    from r2adapter.config import adr_params
+    from r2adapter.label.corpora import outside_fold, served_union
 
     out: list[AdrLabel] = []
     sizes: dict[str, int] = {}
     seen: set[str] = set()
-    for c in outside_fold(held_out, SHIPPED_DATASETS, adr_label_path):
+    union = served_union(adr_params().train_corpora)
+    for c in outside_fold(held_out, union, adr_label_path):
         labs = [lab for lab in read_adr_labels(c) if lab.query_id not in seen]
         seen.update(lab.query_id for lab in labs)
         out += labs

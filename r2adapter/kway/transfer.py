@@ -27,12 +27,15 @@ from r2adapter.label.corpora import corpus_key, outside_fold
 
 
 def training_corpora(held_out: str, corpora: Sequence[str] | None = None) -> list[str]:
-    """The corpora a leave-one-out router trains on: those given, else every shipped one
-    with strategy labels, less the held-out corpus and every query set over the same
-    passages (`label/corpora.py` `outside_fold`)."""
-    from r2adapter.data.adapters import SHIPPED_DATASETS
+    """The corpora a leave-one-out router trains on: those given, else the served union
+    (the pipeline's dataset and `kway.train_corpora`: `label/corpora.py` `served_union`),
+    those with strategy labels, less the held-out corpus and every query set over the same
+    passages (`outside_fold`)."""
+    from r2adapter.config import kway_params
+    from r2adapter.label.corpora import served_union
 
-    return outside_fold(held_out, list(corpora or SHIPPED_DATASETS), strategy_label_path)
+    names = list(corpora or served_union(kway_params().train_corpora))
+    return outside_fold(held_out, names, strategy_label_path)
 
 
 @dataclass

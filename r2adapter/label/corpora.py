@@ -37,6 +37,16 @@ def training_corpora(
     return kept
 
 
+def served_union(extra: Sequence[str]) -> list[str]:
+    """What a family's champion trains on: the pipeline's dataset, then `extra` (its
+    `train_corpora`). A leave-one-out fold draws its training corpora from this union, not
+    from every labelled dataset: a corpus kept out of every `train_corpora` (musique_mixed,
+    the unseen-corpus proxy) is evaluated, never trained on, in any fold."""
+    from r2adapter.config import pipeline_dataset
+
+    return list(dict.fromkeys([pipeline_dataset(), *extra]))
+
+
 def corpus_key(dataset: str) -> str | None:
     """The stored corpus's identity (graph_store.corpus_key); None when the dataset is not
     loaded or the database cannot be reached (then it is its own corpus)."""
