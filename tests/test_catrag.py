@@ -368,8 +368,8 @@ def test_cli_catrag_retrieve_and_evaluate(
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["mode"] == "catrag" and out["hits"][0]["title"] == "David Eagleman"
-    r = run_cli(["retrieve", "--dataset", "sample", "--mode", "hybrid", "Who?"], pg_env)
-    assert r.returncode != 0 and "invalid choice: 'hybrid'" in r.stderr
+    r = run_cli(["retrieve", "--dataset", "sample", "--mode", "bm42", "Who?"], pg_env)
+    assert r.returncode != 0 and "invalid choice: 'bm42'" in r.stderr
     args = ["evaluate", "retrieval", "--dataset", "sample", "--mode", "graph", "--mode", "catrag"]
     r = run_cli([*args, "--ablate", "keyfact", "--json"], pg_env)
     assert r.returncode == 0, r.stderr

@@ -685,7 +685,7 @@ def test_validate_params_direct() -> None:
         retrain.validate_params(dataset="musique", corpora=["wiki"])
     assert str(e.value).endswith(
         "choose among sample, hotpotqa, 2wikimultihopqa, hotpotqa_dev, musique_dev, "
-        "musique_dev_mixed, 2wiki_mixed"
+        "musique_dev_mixed, 2wiki_mixed, musique_mixed"
     )
     # unset router fields are 0: each router's own params.yaml values (they differ)
     resolved = retrain.validate_params()
@@ -694,7 +694,7 @@ def test_validate_params_direct() -> None:
     given = retrain.validate_params(epochs=3, eval_every_n_steps=2, tau_step=0.05)
     assert (given["epochs"], given["eval_every_n_steps"], given["tau_step"]) == (3, 2, 0.05)
     # corpora unset: params.yaml pipeline.corpora, less the run's dataset (the loop's rule)
-    every = ["hotpotqa_dev", "musique_dev", "musique_dev_mixed", "2wiki_mixed"]
+    every = ["hotpotqa_dev", "musique_dev", "musique_dev_mixed", "2wiki_mixed", "musique_mixed"]
     assert resolved["corpora"] == retrain.DEFAULTS["corpora"] == every
     assert retrain.validate_params(dataset="musique_dev")["corpora"] == [
         c for c in every if c != "musique_dev"
@@ -770,11 +770,14 @@ def test_corpora_flag() -> None:
     ]
     fake = FakeClient()
     for flag, sent in [
-        ([], ["hotpotqa_dev", "musique_dev", "musique_dev_mixed", "2wiki_mixed"]),
+        ([], ["hotpotqa_dev", "musique_dev", "musique_dev_mixed", "2wiki_mixed", "musique_mixed"]),
         (["--corpora", ""], []),
         (["--corpora", "musique_dev"], ["musique_dev"]),
         # the default, less the dataset
-        (["--dataset", "hotpotqa_dev"], ["musique_dev", "musique_dev_mixed", "2wiki_mixed"]),
+        (
+            ["--dataset", "hotpotqa_dev"],
+            ["musique_dev", "musique_dev_mixed", "2wiki_mixed", "musique_mixed"],
+        ),
     ]:
         submit.submit(parse(["--host", "h", *flag]), client=fake)
         kind, call = fake.calls[-1]

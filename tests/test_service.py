@@ -128,7 +128,7 @@ def test_rewrite_and_answer(service: dict[str, str]) -> None:
         ("/route", {"query": "x" * 2001}, "query"),
         ("/route", {"query": 42}, "query"),
         ("/route", {}, "query"),
-        ("/retrieve", {"query": "q", "mode": "hybrid"}, "mode"),
+        ("/retrieve", {"query": "q", "mode": "bm42"}, "mode"),
         ("/retrieve", {"query": "q", "top_k": 0}, "top_k"),
         ("/retrieve", {"query": "q", "top_k": 101}, "top_k"),
         ("/retrieve", {"query": "q", "top_k": "5"}, "top_k"),
