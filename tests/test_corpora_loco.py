@@ -162,3 +162,28 @@ def test_the_best_fixed_strategy_of_a_nested_transfer() -> None:
     assert loco._best_fixed(m, 5.0) == 1
     # at 8 passages the third ties the second's recall and is cheaper
     assert loco._best_fixed(m, 8.0) == 2
+
+
+def test_a_fold_of_one_training_corpus_takes_the_quality_point() -> None:
+    """No nested transfer can be run with one training corpus: the fold takes params.yaml's
+    quality point, not the grid's first (cheapest) candidate, which nothing has tested
+    (held out so, it sent 40-59 % of a mixed set to dense@1 and lost .09-.21:
+    benchmarks/results/fold_fragility.json)."""
+    from dataclasses import replace
+
+    from r2adapter.config import KwayParams
+    from r2adapter.kway.transfer import choose_point, quality_point
+
+    every = replace(
+        KwayParams(),
+        quality_route=("dense@5", "graph+rw@5", "catrag+rw@5"),
+        quality_budget=1.0,
+        route_candidates=("dense@1,dense@2,catrag+rw@5",),
+        budget_candidates=(0.3, 1.0),
+        transfer="plugin",
+    )
+    point, rows = choose_point({"only": None}, [], [], every)  # type: ignore[dict-item]
+    assert rows == [] and point == quality_point(every)
+    assert (point.route, point.budget, point.margin) == (every.quality_route, 1.0, 0.0)
+    bare = replace(every, quality_route=())
+    assert quality_point(bare).route == ("dense@1", "dense@2", "catrag+rw@5")

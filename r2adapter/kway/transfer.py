@@ -175,6 +175,17 @@ def candidate_points(every: KwayParams) -> list[tuple[tuple[str, ...], float]]:
     return [(r, b) for r in routes for b in every.budget_candidates]
 
 
+def quality_point(every: KwayParams) -> Point:
+    """params.yaml's quality point (`kway.quality_route` at `quality_budget`, no margin,
+    `kway.transfer`), chosen on the union's folds before any fold choice existed: what a
+    fold without nested evidence falls back on. Without a quality route, the first
+    candidate."""
+    if every.quality_route:
+        return Point(tuple(every.quality_route), every.quality_budget, 0.0, every.transfer)
+    route, budget = candidate_points(every)[0]
+    return Point(route, budget, 0.0, every.transfer)
+
+
 def choose_point(
     groups: dict[str, _Corpus],
     names: Sequence[str],
@@ -188,13 +199,14 @@ def choose_point(
     `kway.quality_margins`, against B's best fixed strategy at ≤ `kway.max_passages`
     passages. A point holds when its worst recall gap is ≥ −`kway.loco_tolerance`; among
     those, the least mean cost ratio (ties: the better worst gap); when none holds, the
-    best worst gap."""
+    best worst gap. A fold of one training corpus has no nested transfer to choose on: it
+    takes params.yaml's quality point (`quality_point`), not a candidate that nothing has
+    tested."""
     cands = candidate_points(every)
     transfers = list(every.transfer_candidates) or [every.transfer]
     keys = list(groups)
     if len(keys) < 2:
-        route, budget = cands[0]
-        return Point(route, budget, 0.0, transfers[0]), []
+        return quality_point(every), []
     rows: list[dict[str, Any]] = []
     for route, budget in cands:
         p = replace(every, route=route, budget=budget).routed()

@@ -90,7 +90,8 @@ def loco_report(
     choices: dict[str, np.ndarray] = {}
     latencies: dict[str, np.ndarray] = {}
     point, nested = choose_point(groups, names, table, every)
-    runs = [("kway", "chosen in the fold", point, nested)]
+    how = "chosen in the fold" if nested else "params.yaml's quality point (one training corpus)"
+    runs = [("kway", how, point, nested)]
     runs.append(("kway_served", "served", Point(every.routed().strategies, every.budget, 0.0), []))
     for row, how, pt, rows in runs:
         p = replace(every, route=pt.route, budget=pt.budget).routed()
