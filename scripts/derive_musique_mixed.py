@@ -65,7 +65,10 @@ def mixed_records(questions: list[dict]) -> list[dict]:
 
 
 def main() -> None:
-    questions = json.loads((SOURCE / "musique.json").read_text())
+    source = SOURCE / "musique.json"
+    if not source.is_file():
+        raise SystemExit(f"{source}: not found; run `make data` (dvc pull) first")
+    questions = json.loads(source.read_text())
     rows = mixed_records(questions)
     TARGET.mkdir(exist_ok=True)
     (TARGET / "musique_mixed.json").write_text(json.dumps(rows, ensure_ascii=False))

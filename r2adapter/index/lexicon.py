@@ -9,7 +9,6 @@ before it existed gets one the first time it is asked for (`ensure_lexicon`)."""
 from __future__ import annotations
 
 import re
-import time
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass
@@ -49,14 +48,13 @@ def _stored(conn: psycopg.Connection, version: int) -> Lexicon | None:
     return Lexicon(version, int(row[0]), float(row[1])) if row else None
 
 
-def ensure_lexicon(version: int, dataset: str, log: object = None) -> Lexicon:
+def ensure_lexicon(version: int, dataset: str) -> Lexicon:
     """The lexicon of index version `version` (over `dataset`'s stored passages), built
     now in one transaction when it is missing or was built by another tokenizer."""
     with connection() as conn:
         found = _stored(conn, version)
     if found is not None:
         return found
-    t = time.perf_counter()
     with connection() as conn, conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
         found = _stored(conn, version)  # another process built it while this one waited
@@ -81,6 +79,4 @@ def ensure_lexicon(version: int, dataset: str, log: object = None) -> Lexicon:
             for pid, c in counts.items():
                 for term, tf in c.items():
                     copy.write_row((version, term, pid, tf, lengths[pid]))
-    if callable(log):
-        log(f"lexicon of index version {version}: {n} passages in {time.perf_counter() - t:.1f} s")
     return Lexicon(version, n, avg)

@@ -23,7 +23,7 @@ from r2adapter.evaluate.routing_report import (
 from r2adapter.kway.evaluate import _embed, _features, _fit, calibrate_kway
 from r2adapter.kway.labels import outcome_matrix, read_strategy_labels, strategy_label_path
 from r2adapter.kway.strategies import strategy_table
-from r2adapter.label.corpora import corpus_key, outside_fold
+from r2adapter.label.corpora import corpus_key, outside_fold, served_union
 
 
 def training_corpora(held_out: str, corpora: Sequence[str] | None = None) -> list[str]:
@@ -31,9 +31,6 @@ def training_corpora(held_out: str, corpora: Sequence[str] | None = None) -> lis
     (the pipeline's dataset and `kway.train_corpora`: `label/corpora.py` `served_union`),
     those with strategy labels, less the held-out corpus and every query set over the same
     passages (`outside_fold`)."""
-    from r2adapter.config import kway_params
-    from r2adapter.label.corpora import served_union
-
     names = list(corpora or served_union(kway_params().train_corpora))
     return outside_fold(held_out, names, strategy_label_path)
 

@@ -43,8 +43,7 @@ class LexicalRetriever(Retriever):
 
     def __init__(self, dataset: str, encoder: Encoder | None = None) -> None:
         self.dataset = dataset
-        version = require_version(dataset)
-        self._index_dataset = version.dataset  # a query set over a twin corpus reads its index
+        version = require_version(dataset)  # a query set over a twin corpus reads its index
         lex = ensure_lexicon(version.id, version.dataset)
         p = lexical_params()
         self._args = {
